@@ -1,0 +1,164 @@
+/* Guild C ABI. Nothing throws across it: every call reports failure through
+ * its return value plus a message. Strings returned by the library are
+ * NUL-terminated UTF-8 owned by the caller and freed with guild_string_free.
+ * All structs start with struct_size so they can grow without breaking callers;
+ * use the *_default() initialisers. See docs/C_ABI.md. */
+#ifndef GUILD_GUILD_H
+#define GUILD_GUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define GUILD_API __declspec(dllexport)
+#else
+#define GUILD_API __attribute__((visibility("default")))
+#endif
+
+#define GUILD_ABI_VERSION 1
+
+typedef enum guild_status {
+  GUILD_OK = 0,
+  GUILD_ERR_INVALID_ARGUMENT = 1, /* a null handle, a bad size or option */
+  GUILD_ERR_IO = 2,               /* a file could not be opened or read */
+  GUILD_ERR_FORMAT = 3,           /* the file is not a valid/supported model */
+  GUILD_ERR_UNSUPPORTED = 4,      /* valid file, but an architecture or type Guild lacks */
+  GUILD_ERR_OUT_OF_MEMORY = 5,
+  GUILD_ERR_CONTEXT_FULL = 6,     /* the tokens do not fit the session's context */
+  GUILD_ERR_CANCELLED = 7,
+  GUILD_ERR_NOT_READY = 8,        /* fail-closed readiness: the model is not valid */
+  GUILD_ERR_INTERNAL = 9,
+} guild_status;
+
+typedef struct guild_model guild_model;
+typedef struct guild_session guild_session;
+
+GUILD_API int32_t guild_abi_version(void);
+GUILD_API void guild_string_free(char* s);
+GUILD_API const char* guild_status_name(guild_status s);
+
+/* ---- model ---------------------------------------------------------------- */
+
+typedef struct guild_load_params {
+  uint32_t struct_size;
+  int32_t n_threads;        /* CPU worker threads; 0 = all physical cores */
+  int32_t n_ctx;            /* default context of sessions; 0 = min(model's, 4096) */
+  const char* kv_type;      /* "f16" (default) or "f32" */
+  /* Progress: called on the loading thread; return nonzero to cancel the load. */
+  int32_t (*progress)(const char* stage, double fraction, void* user);
+  void* progress_user;
+} guild_load_params;
+
+GUILD_API guild_load_params guild_load_params_default(void);
+
+/* Loads a model (a .gguf file or the first/any shard of a split model).
+ * Returns null and sets *error (if error is non-null) on failure. */
+GUILD_API guild_model* guild_model_load(const char* path, const guild_load_params* params,
+                                        char** error);
+GUILD_API void guild_model_free(guild_model* model);
+
+/* JSON description of a loaded model (architecture, sizes, vocab, ...). */
+GUILD_API char* guild_model_info_json(const guild_model* model);
+/* JSON inspection of a model file without loading weights (guild inspect). */
+GUILD_API char* guild_inspect_json(const char* path, char** error);
+
+GUILD_API int32_t guild_model_n_vocab(const guild_model* model);
+GUILD_API int32_t guild_model_n_ctx_train(const guild_model* model);
+GUILD_API int32_t guild_token_bos(const guild_model* model); /* -1 if none */
+GUILD_API int32_t guild_token_eos(const guild_model* model); /* -1 if none */
+GUILD_API int32_t guild_token_is_eog(const guild_model* model, int32_t token);
+/* The model's chat template (tokenizer.chat_template), or null if absent. */
+GUILD_API char* guild_model_chat_template(const guild_model* model);
+
+/* ---- tokenizer ------------------------------------------------------------ */
+
+/* Tokenizes text. Returns the number of tokens; if it exceeds capacity nothing
+ * beyond capacity is written and the caller retries with a larger buffer.
+ * Returns -1 on invalid arguments. add_special: BOS/EOS as the vocab says. */
+GUILD_API int32_t guild_tokenize(const guild_model* model, const char* text, size_t text_len,
+                                 int32_t add_special, int32_t parse_special, int32_t* tokens,
+                                 int32_t capacity);
+/* Writes the bytes of one token's piece (no NUL). Returns the byte count, or
+ * the needed size if larger than capacity, or -1 for an invalid token. */
+GUILD_API int32_t guild_token_to_piece(const guild_model* model, int32_t token, int32_t render_special,
+                                       char* buf, int32_t capacity);
+/* Detokenizes a sequence into newly allocated UTF-8 bytes (may be invalid UTF-8
+ * when a multibyte character is split); *out_len receives its length. */
+GUILD_API char* guild_detokenize(const guild_model* model, const int32_t* tokens, int32_t n_tokens,
+                                 int32_t remove_special, int32_t unparse_special, size_t* out_len);
+
+/* ---- sessions ------------------------------------------------------------- */
+
+GUILD_API guild_session* guild_session_create(guild_model* model, int32_t n_ctx, char** error);
+GUILD_API void guild_session_free(guild_session* session);
+/* Clears the session's KV cache and history. */
+GUILD_API void guild_session_reset(guild_session* session);
+
+/* Appends tokens to the session (prefill) and writes logits: one row of
+ * n_vocab floats per token if all_rows, else only the last row. */
+GUILD_API guild_status guild_eval(guild_session* session, const int32_t* tokens, int32_t n_tokens,
+                                  int32_t all_rows, float* logits, char** error);
+
+typedef struct guild_sampling_params {
+  uint32_t struct_size;
+  float temperature;     /* 0 = greedy (ties go to the lowest id) */
+  int32_t top_k;         /* 0 = off */
+  float top_p;           /* 1 = off */
+  float min_p;           /* 0 = off */
+  float repeat_penalty;  /* 1 = off */
+  int32_t repeat_last_n; /* window for repeat_penalty */
+  uint64_t seed;
+} guild_sampling_params;
+
+GUILD_API guild_sampling_params guild_sampling_params_default(void);
+
+typedef enum guild_stop_reason {
+  GUILD_STOP_EOS = 0,
+  GUILD_STOP_LENGTH = 1,
+  GUILD_STOP_CONTEXT = 2,
+  GUILD_STOP_CANCEL = 3,
+  GUILD_STOP_ERROR = 4,
+} guild_stop_reason;
+
+/* Called for every generated token on the generating thread. Return nonzero to stop. */
+typedef int32_t (*guild_token_callback)(int32_t token, const char* piece, int32_t piece_len,
+                                        void* user);
+
+typedef struct guild_generate_params {
+  uint32_t struct_size;
+  const int32_t* prompt;
+  int32_t n_prompt;
+  int32_t max_new_tokens;
+  guild_sampling_params sampling;
+  guild_token_callback on_token;
+  void* user;
+} guild_generate_params;
+
+GUILD_API guild_generate_params guild_generate_params_default(void);
+
+typedef struct guild_generate_result {
+  uint32_t struct_size;
+  guild_stop_reason stop_reason;
+  int32_t n_prompt;          /* tokens prefilled (after prefix reuse) */
+  int32_t n_reused;          /* prompt tokens served from the session's cache */
+  int32_t n_generated;
+  double prompt_ms;          /* prefill time */
+  double decode_ms;          /* time from first to last generated token */
+  double ttft_ms;            /* from call to first token */
+} guild_generate_result;
+
+/* Generates from the prompt. Blocks; call from a worker thread. */
+GUILD_API guild_status guild_generate(guild_session* session, const guild_generate_params* params,
+                                      guild_generate_result* result, char** error);
+
+/* Requests cancellation of the session's running or next generation. Thread-safe. */
+GUILD_API void guild_session_cancel(guild_session* session);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GUILD_GUILD_H */
