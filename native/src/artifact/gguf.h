@@ -14,6 +14,19 @@
 
 namespace guild::gguf {
 
+// Limits the reader enforces on top of "fits in the file" (docs/GGUF.md).
+namespace limits {
+inline constexpr uint64_t kMaxKeyBytes = 4096;              // metadata key length
+inline constexpr uint64_t kMaxTensorNameBytes = 4096;       // tensor name length
+inline constexpr uint64_t kMaxStringBytes = 256ull << 20;   // one string value / element
+inline constexpr uint32_t kMaxArrayDepth = 8;               // array nesting (top-level array = 1)
+inline constexpr uint32_t kMaxDims = 4;                     // tensor n_dims is 1..kMaxDims
+inline constexpr uint64_t kMaxSplitCount = 65535;           // split.count (u16 in llama.cpp)
+// The smallest possible encodings, used to bound counts by the bytes left.
+inline constexpr uint64_t kMinMetaEntryBytes = 8 + 1 + 4 + 1;        // key len, 1-byte key, type, 1-byte value
+inline constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // name len, name, n_dims, ne[0], type, offset
+}  // namespace limits
+
 enum class ValueType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
   STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
@@ -31,16 +44,18 @@ struct MetaArray {
   std::vector<std::string_view> strings;        // STRING elements
   std::vector<MetaValue> nested;                // ARRAY elements
 
-  // Element i converted; false if out of range or not convertible.
+  // Element i converted; false if out of range or not convertible. get_i64
+  // takes integer and bool elements (not a u64 above INT64_MAX); get_f64
+  // takes every numeric and bool element. Strings and arrays: false.
   bool get_i64(uint64_t i, int64_t* out) const;
   bool get_f64(uint64_t i, double* out) const;
 };
 
 struct MetaValue {
   ValueType type = ValueType::U8;
-  uint64_t u = 0;        // unsigned integer and bool types
-  int64_t i = 0;         // signed integer types (also set for unsigned when it fits)
-  double f = 0.0;        // float types (also set for integer types)
+  uint64_t u = 0;        // unsigned integer and bool types (also set for signed when >= 0)
+  int64_t i = 0;         // signed integer types (also set for unsigned when it fits, and bool)
+  double f = 0.0;        // float types (also set for integer and bool types)
   std::string_view str;  // STRING
   std::shared_ptr<MetaArray> array;  // ARRAY
 
@@ -75,6 +90,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
+  // Start of the data section: the end of the tensor infos rounded up to
+  // alignment(). A file without tensors may lack that padding; then this is
+  // the file size.
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* mapping() const { return base_; }
 
@@ -113,12 +131,13 @@ class ModelFiles {
   uint64_t total_bytes() const;
 
   // Typed metadata reads. They return nullopt when the key is absent and set
-  // *error (if given) when present with the wrong type.
-  std::optional<std::string_view> get_string(std::string_view key) const;
-  std::optional<int64_t> get_int(std::string_view key) const;     // any integer type
-  std::optional<double> get_float(std::string_view key) const;    // float or integer
-  std::optional<bool> get_bool(std::string_view key) const;
-  const MetaArray* get_array(std::string_view key) const;
+  // *error (if given) when present with the wrong type (or, for get_int, a u64
+  // above INT64_MAX); *error is left alone otherwise.
+  std::optional<std::string_view> get_string(std::string_view key, std::string* error = nullptr) const;
+  std::optional<int64_t> get_int(std::string_view key, std::string* error = nullptr) const;  // any integer type
+  std::optional<double> get_float(std::string_view key, std::string* error = nullptr) const; // float or integer
+  std::optional<bool> get_bool(std::string_view key, std::string* error = nullptr) const;
+  const MetaArray* get_array(std::string_view key, std::string* error = nullptr) const;
 
  private:
   std::vector<std::unique_ptr<GgufFile>> shards_;
