@@ -63,6 +63,8 @@ GUILD_API void guild_model_free(guild_model* model);
 
 /* JSON description of a loaded model (architecture, sizes, vocab, ...). */
 GUILD_API char* guild_model_info_json(const guild_model* model);
+/* The model's StartupProfile as JSON (schema "guild.startup-profile/1"). */
+GUILD_API char* guild_model_profile_json(const guild_model* model);
 /* JSON inspection of a model file without loading weights (guild inspect). */
 GUILD_API char* guild_inspect_json(const char* path, char** error);
 

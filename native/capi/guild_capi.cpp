@@ -1,0 +1,337 @@
+// The C ABI (include/guild/guild.h) over GuildModel / GuildSession. Every entry
+// point catches everything: nothing throws across this boundary.
+#include "guild/guild.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "artifact/inspect.h"
+#include "core/json.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+struct guild_model {
+  std::unique_ptr<guild::GuildModel> impl;
+};
+
+struct guild_session {
+  std::unique_ptr<guild::GuildSession> impl;
+};
+
+namespace {
+
+char* dup_string(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!out) return nullptr;
+  std::memcpy(out, s.data(), s.size());
+  out[s.size()] = '\0';
+  return out;
+}
+
+void set_error(char** error, const std::string& msg) {
+  if (error) *error = dup_string(msg);
+}
+
+guild_status status_of(guild::LoadErrorKind k) {
+  switch (k) {
+    case guild::LoadErrorKind::None: return GUILD_OK;
+    case guild::LoadErrorKind::Io: return GUILD_ERR_IO;
+    case guild::LoadErrorKind::Format: return GUILD_ERR_FORMAT;
+    case guild::LoadErrorKind::Unsupported: return GUILD_ERR_UNSUPPORTED;
+    case guild::LoadErrorKind::OutOfMemory: return GUILD_ERR_OUT_OF_MEMORY;
+    case guild::LoadErrorKind::Cancelled: return GUILD_ERR_CANCELLED;
+    case guild::LoadErrorKind::InvalidArgument: return GUILD_ERR_INVALID_ARGUMENT;
+  }
+  return GUILD_ERR_INTERNAL;
+}
+
+template <typename Fn>
+auto guarded(char** error, Fn&& fn, decltype(fn()) on_fail) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    set_error(error, "out of memory");
+  } catch (const std::exception& e) {
+    set_error(error, std::string("internal error: ") + e.what());
+  } catch (...) {
+    set_error(error, "internal error");
+  }
+  return on_fail;
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t guild_abi_version(void) { return GUILD_ABI_VERSION; }
+
+void guild_string_free(char* s) { std::free(s); }
+
+const char* guild_status_name(guild_status s) {
+  switch (s) {
+    case GUILD_OK: return "ok";
+    case GUILD_ERR_INVALID_ARGUMENT: return "invalid_argument";
+    case GUILD_ERR_IO: return "io";
+    case GUILD_ERR_FORMAT: return "format";
+    case GUILD_ERR_UNSUPPORTED: return "unsupported";
+    case GUILD_ERR_OUT_OF_MEMORY: return "out_of_memory";
+    case GUILD_ERR_CONTEXT_FULL: return "context_full";
+    case GUILD_ERR_CANCELLED: return "cancelled";
+    case GUILD_ERR_NOT_READY: return "not_ready";
+    case GUILD_ERR_INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+guild_load_params guild_load_params_default(void) {
+  guild_load_params p{};
+  p.struct_size = sizeof(guild_load_params);
+  p.kv_type = "f16";
+  return p;
+}
+
+guild_model* guild_model_load(const char* path, const guild_load_params* params, char** error) {
+  if (error) *error = nullptr;
+  if (!path) { set_error(error, "model path is null"); return nullptr; }
+  return guarded(error, [&]() -> guild_model* {
+    guild::LoadOptions opt;
+    if (params) {
+      if (params->struct_size < sizeof(uint32_t)) { set_error(error, "guild_load_params.struct_size is not set"); return nullptr; }
+      if (params->n_threads < 0 || params->n_threads > 1024) { set_error(error, "n_threads out of range"); return nullptr; }
+      if (params->n_ctx < 0) { set_error(error, "n_ctx out of range"); return nullptr; }
+      opt.n_threads = params->n_threads;
+      opt.n_ctx = params->n_ctx;
+      if (params->kv_type && std::strcmp(params->kv_type, "f32") == 0) opt.kv_type = guild::KvType::F32;
+      else if (params->kv_type && std::strcmp(params->kv_type, "f16") != 0) {
+        set_error(error, std::string("unknown kv_type '") + params->kv_type + "' (expected f16 or f32)");
+        return nullptr;
+      }
+      if (params->progress) {
+        auto cb = params->progress;
+        void* user = params->progress_user;
+        opt.progress = [cb, user](const char* stage, double f) { return cb(stage, f, user) == 0; };
+      }
+    }
+    std::string err;
+    guild::LoadErrorKind kind;
+    auto model = guild::GuildModel::load(path, opt, &err, &kind);
+    if (!model) { set_error(error, err); return nullptr; }
+    auto* out = new guild_model();
+    out->impl = std::move(model);
+    return out;
+  }, nullptr);
+}
+
+void guild_model_free(guild_model* model) { delete model; }
+
+char* guild_model_info_json(const guild_model* model) {
+  if (!model) return nullptr;
+  return guarded(nullptr, [&]() -> char* {
+    const auto& m = *model->impl;
+    const auto& hp = m.hparams();
+    guild::json::Value v = guild::json::Value::object();
+    v.set("path", m.path());
+    v.set("architecture", hp.arch);
+    v.set("n_layer", hp.n_layer);
+    v.set("n_embd", hp.n_embd);
+    v.set("n_head", hp.n_head);
+    v.set("n_head_kv", hp.n_head_kv);
+    v.set("n_vocab", hp.n_vocab);
+    v.set("n_ctx_train", hp.n_ctx_train);
+    v.set("n_ctx", m.default_n_ctx());
+    v.set("n_expert", hp.n_expert);
+    v.set("n_expert_used", hp.n_expert_used);
+    v.set("weight_bytes", static_cast<int64_t>(m.weight_bytes()));
+    v.set("kernels", m.kernels().name);
+    v.set("n_threads", m.pool().size());
+    return dup_string(guild::json::serialize(v));
+  }, nullptr);
+}
+
+char* guild_model_profile_json(const guild_model* model) {
+  if (!model) return nullptr;
+  return guarded(nullptr, [&]() -> char* {
+    return dup_string(guild::json::serialize(model->impl->profile().to_json()));
+  }, nullptr);
+}
+
+char* guild_inspect_json(const char* path, char** error) {
+  if (error) *error = nullptr;
+  if (!path) { set_error(error, "model path is null"); return nullptr; }
+  return guarded(error, [&]() -> char* {
+    std::string err;
+    auto files = guild::gguf::ModelFiles::open(path, &err);
+    if (!files) { set_error(error, err); return nullptr; }
+    return dup_string(guild::json::serialize(guild::inspect_model(*files)));
+  }, nullptr);
+}
+
+int32_t guild_model_n_vocab(const guild_model* model) { return model ? model->impl->hparams().n_vocab : -1; }
+int32_t guild_model_n_ctx_train(const guild_model* model) { return model ? model->impl->hparams().n_ctx_train : -1; }
+int32_t guild_token_bos(const guild_model* model) { return model ? model->impl->vocab().bos() : -1; }
+int32_t guild_token_eos(const guild_model* model) { return model ? model->impl->vocab().eos() : -1; }
+int32_t guild_token_is_eog(const guild_model* model, int32_t token) {
+  return model && model->impl->vocab().is_eog(token) ? 1 : 0;
+}
+
+char* guild_model_chat_template(const guild_model* model) {
+  if (!model) return nullptr;
+  return guarded(nullptr, [&]() -> char* {
+    auto t = model->impl->files().get_string("tokenizer.chat_template");
+    return t ? dup_string(std::string(*t)) : nullptr;
+  }, nullptr);
+}
+
+int32_t guild_tokenize(const guild_model* model, const char* text, size_t text_len, int32_t add_special,
+                       int32_t parse_special, int32_t* tokens, int32_t capacity) {
+  if (!model || (!text && text_len) || capacity < 0 || (!tokens && capacity > 0)) return -1;
+  return guarded(nullptr, [&]() -> int32_t {
+    auto ids = model->impl->vocab().tokenize(std::string_view(text ? text : "", text_len), add_special != 0,
+                                             parse_special != 0);
+    if (ids.size() > static_cast<size_t>(INT32_MAX)) return -1;
+    const int32_t n = static_cast<int32_t>(ids.size());
+    std::memcpy(tokens, ids.data(), sizeof(int32_t) * static_cast<size_t>(std::min(n, capacity)));
+    return n;
+  }, -1);
+}
+
+int32_t guild_token_to_piece(const guild_model* model, int32_t token, int32_t render_special, char* buf,
+                             int32_t capacity) {
+  if (!model || capacity < 0 || (!buf && capacity > 0)) return -1;
+  if (token < 0 || token >= model->impl->vocab().n_tokens()) return -1;
+  return guarded(nullptr, [&]() -> int32_t {
+    std::string piece = model->impl->vocab().token_to_piece(token, render_special != 0);
+    const int32_t n = static_cast<int32_t>(piece.size());
+    if (n <= capacity) std::memcpy(buf, piece.data(), piece.size());
+    return n;
+  }, -1);
+}
+
+char* guild_detokenize(const guild_model* model, const int32_t* tokens, int32_t n_tokens, int32_t remove_special,
+                       int32_t unparse_special, size_t* out_len) {
+  if (!model || n_tokens < 0 || (!tokens && n_tokens > 0)) return nullptr;
+  const int32_t n_vocab = model->impl->vocab().n_tokens();
+  for (int32_t i = 0; i < n_tokens; ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) return nullptr;
+  return guarded(nullptr, [&]() -> char* {
+    std::string text = model->impl->vocab().detokenize(std::span<const int32_t>(tokens, static_cast<size_t>(n_tokens)),
+                                                       remove_special != 0, unparse_special != 0);
+    if (out_len) *out_len = text.size();
+    return dup_string(text);
+  }, nullptr);
+}
+
+guild_session* guild_session_create(guild_model* model, int32_t n_ctx, char** error) {
+  if (error) *error = nullptr;
+  if (!model) { set_error(error, "model is null"); return nullptr; }
+  if (n_ctx < 0) { set_error(error, "n_ctx out of range"); return nullptr; }
+  return guarded(error, [&]() -> guild_session* {
+    std::string err;
+    auto s = guild::GuildSession::create(*model->impl, n_ctx, &err);
+    if (!s) { set_error(error, err); return nullptr; }
+    auto* out = new guild_session();
+    out->impl = std::move(s);
+    return out;
+  }, nullptr);
+}
+
+void guild_session_free(guild_session* session) { delete session; }
+
+void guild_session_reset(guild_session* session) {
+  if (session) session->impl->reset();
+}
+
+guild_status guild_eval(guild_session* session, const int32_t* tokens, int32_t n_tokens, int32_t all_rows,
+                        float* logits, char** error) {
+  if (error) *error = nullptr;
+  if (!session || !tokens || n_tokens <= 0 || !logits) {
+    set_error(error, "guild_eval: null session, tokens or logits, or no tokens");
+    return GUILD_ERR_INVALID_ARGUMENT;
+  }
+  return guarded(error, [&]() -> guild_status {
+    std::string err;
+    if (!session->impl->eval(std::span<const int32_t>(tokens, static_cast<size_t>(n_tokens)), all_rows != 0, logits, &err)) {
+      set_error(error, err);
+      return err.rfind("context full", 0) == 0 ? GUILD_ERR_CONTEXT_FULL : GUILD_ERR_INVALID_ARGUMENT;
+    }
+    return GUILD_OK;
+  }, GUILD_ERR_INTERNAL);
+}
+
+guild_sampling_params guild_sampling_params_default(void) {
+  guild_sampling_params p{};
+  p.struct_size = sizeof(guild_sampling_params);
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.min_p = 0.05f;
+  p.repeat_penalty = 1.0f;
+  p.repeat_last_n = 64;
+  p.seed = 0;
+  return p;
+}
+
+guild_generate_params guild_generate_params_default(void) {
+  guild_generate_params p{};
+  p.struct_size = sizeof(guild_generate_params);
+  p.max_new_tokens = 256;
+  p.sampling = guild_sampling_params_default();
+  return p;
+}
+
+guild_status guild_generate(guild_session* session, const guild_generate_params* params,
+                            guild_generate_result* result, char** error) {
+  if (error) *error = nullptr;
+  if (!session || !params || !params->prompt || params->n_prompt <= 0 || params->max_new_tokens < 0) {
+    set_error(error, "guild_generate: null session/params, empty prompt or negative max_new_tokens");
+    return GUILD_ERR_INVALID_ARGUMENT;
+  }
+  const guild_sampling_params& sp = params->sampling;
+  if (!(sp.temperature >= 0.0f) || sp.top_k < 0 || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) ||
+      !(sp.min_p >= 0.0f && sp.min_p <= 1.0f) || !(sp.repeat_penalty > 0.0f)) {
+    set_error(error, "guild_generate: sampling parameter out of range");
+    return GUILD_ERR_INVALID_ARGUMENT;
+  }
+  return guarded(error, [&]() -> guild_status {
+    guild::GenerateRequest req;
+    req.prompt = std::span<const int32_t>(params->prompt, static_cast<size_t>(params->n_prompt));
+    req.max_new_tokens = params->max_new_tokens;
+    req.sampling.temperature = sp.temperature;
+    req.sampling.top_k = sp.top_k;
+    req.sampling.top_p = sp.top_p;
+    req.sampling.min_p = sp.min_p;
+    req.sampling.repeat_penalty = sp.repeat_penalty;
+    req.sampling.repeat_last_n = sp.repeat_last_n;
+    req.sampling.seed = sp.seed;
+    if (params->on_token) {
+      auto cb = params->on_token;
+      void* user = params->user;
+      req.on_token = [cb, user](int32_t tok, const std::string& piece) {
+        return cb(tok, piece.data(), static_cast<int32_t>(piece.size()), user) == 0;
+      };
+    }
+    guild::GenerateResult r = session->impl->generate(req);
+    if (result) {
+      result->stop_reason = static_cast<guild_stop_reason>(r.stop);
+      result->n_prompt = r.n_prompt;
+      result->n_reused = r.n_reused;
+      result->n_generated = static_cast<int32_t>(r.tokens.size());
+      result->prompt_ms = r.prompt_ms;
+      result->decode_ms = r.decode_ms;
+      result->ttft_ms = r.ttft_ms;
+    }
+    if (r.stop == guild::StopReason::Error) {
+      set_error(error, r.error);
+      return r.error.rfind("context full", 0) == 0 ? GUILD_ERR_CONTEXT_FULL : GUILD_ERR_INVALID_ARGUMENT;
+    }
+    return GUILD_OK;
+  }, GUILD_ERR_INTERNAL);
+}
+
+void guild_session_cancel(guild_session* session) {
+  if (session) session->impl->cancel();
+}
+
+}  // extern "C"

@@ -1,0 +1,83 @@
+// The "cpu-avx2" kernel table (AVX2 + FMA + F16C; built with
+// -mavx2 -mfma -mf16c -mbmi2 -ffp-contract=off, see native/CMakeLists.txt).
+//
+// ODR safety: everything in this translation unit lives in an anonymous
+// namespace except cpu_kernels_avx2(); the fragments (*.inc) are pasted into
+// that namespace. The headers included below only contribute `static inline`
+// functions, constexpr data, intrinsics (gnu_inline, never emitted out of
+// line) and declarations, so no AVX2-compiled copy of a shared inline
+// function can be picked by the linker for generic callers. (kernel_table.h
+// pulls in tensor_type.h, whose one non-static inline function is never
+// called here; the table itself is built at compile time, so no
+// constructor of CpuKernelTable is emitted here either.)
+//
+// Numerics: dequantizers and activation quantizers are bit-identical to the
+// cpu-generic reference; dot products agree with it to float rounding
+// (tests allow 1e-5 of sum |w_i * a_i|).
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx2.cpp must be compiled with -mavx2 -mfma -mf16c"
+#endif
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/fp16.h"
+#include "core/kernel_table.h"
+#include "core/quant_blocks.h"
+
+namespace guild {
+namespace {
+
+#include "avx2_common.inc"
+#include "dequant_avx2.inc"
+#include "quantize_avx2.inc"
+#include "vec_dot_avx2.inc"
+
+constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot) {
+  TypeKernels& k = t.types[static_cast<uint32_t>(type)];
+  k.dequant_row = dq;
+  k.vec_dot_type = act;
+  k.vec_dot = dot;
+}
+
+constexpr CpuKernelTable make_avx2_table() {
+  CpuKernelTable t{};
+  t.name = "cpu-avx2";
+  using T = TensorType;
+  set_type(t, T::F32, dq_f32, T::F32, vd_f32);
+  set_type(t, T::F16, dq_f16, T::F32, vd_f16);
+  set_type(t, T::BF16, dq_bf16, T::F32, vd_bf16);
+  set_type(t, T::Q4_0, dq_q4_0, T::Q8_0, vd_q4_0);
+  set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
+  set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
+  set_type(t, T::Q5_1, dq_q5_1, T::Q8_1, vd_q5_1);
+  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, vd_q8_0);
+  set_type(t, T::Q2_K, dq_q2_k, T::Q8_K, vd_q2_k);
+  set_type(t, T::Q3_K, dq_q3_k, T::Q8_K, vd_q3_k);
+  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, vd_q4_k);
+  set_type(t, T::Q5_K, dq_q5_k, T::Q8_K, vd_q5_k);
+  set_type(t, T::Q6_K, dq_q6_k, T::Q8_K, vd_q6_k);
+  set_type(t, T::IQ4_NL, dq_iq4_nl, T::Q8_0, vd_iq4_nl);
+  set_type(t, T::IQ4_XS, dq_iq4_xs, T::Q8_K, vd_iq4_xs);
+  set_type(t, T::MXFP4, dq_mxfp4, T::Q8_0, vd_mxfp4);
+
+  t.quantize_act[static_cast<uint32_t>(T::F32)] = quant_f32;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = quant_q8_0;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_1)] = quant_q8_1;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_K)] = quant_q8_k;
+
+  t.dot_f32 = dot_f32_avx2;
+  t.axpy_f32 = axpy_f32_avx2;
+  t.fp16_to_f32_row = fp16_to_f32_row_avx2;
+  t.f32_to_fp16_row = f32_to_fp16_row_avx2;
+  return t;
+}
+
+constexpr CpuKernelTable kAvx2Table = make_avx2_table();
+
+}  // namespace
+
+const CpuKernelTable* cpu_kernels_avx2() { return &kAvx2Table; }
+
+}  // namespace guild

@@ -1,0 +1,59 @@
+// Scalar reference kernels (the "cpu-generic" table). Compiled without ISA
+// flags and with -ffp-contract=off: the dequantizers reproduce ggml's
+// reference to_float bit-for-bit, the activation quantizers reproduce
+// quantize_row_q8_0_ref / q8_1_ref / q8_K_ref byte-for-byte.
+// Only declarations here: this header is safe to include anywhere.
+#pragma once
+#include <cstdint>
+
+namespace guild::cpu_generic {
+
+// ---- dequantize: n elements (whole blocks) -> float
+void dequant_f32(const void* src, float* dst, int64_t n);
+void dequant_f16(const void* src, float* dst, int64_t n);
+void dequant_bf16(const void* src, float* dst, int64_t n);
+void dequant_q4_0(const void* src, float* dst, int64_t n);
+void dequant_q4_1(const void* src, float* dst, int64_t n);
+void dequant_q5_0(const void* src, float* dst, int64_t n);
+void dequant_q5_1(const void* src, float* dst, int64_t n);
+void dequant_q8_0(const void* src, float* dst, int64_t n);
+void dequant_q2_k(const void* src, float* dst, int64_t n);
+void dequant_q3_k(const void* src, float* dst, int64_t n);
+void dequant_q4_k(const void* src, float* dst, int64_t n);
+void dequant_q5_k(const void* src, float* dst, int64_t n);
+void dequant_q6_k(const void* src, float* dst, int64_t n);
+void dequant_iq4_nl(const void* src, float* dst, int64_t n);
+void dequant_iq4_xs(const void* src, float* dst, int64_t n);
+void dequant_mxfp4(const void* src, float* dst, int64_t n);
+
+// ---- activation quantizers
+void quantize_f32(const float* src, void* dst, int64_t n);  // copy
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+
+// ---- dot(weight row, activation row)
+float vec_dot_f32(int64_t n, const void* w, const void* a);   // F32 . F32
+float vec_dot_f16(int64_t n, const void* w, const void* a);   // F16 . F32
+float vec_dot_bf16(int64_t n, const void* w, const void* a);  // BF16 . F32
+float vec_dot_q4_0(int64_t n, const void* w, const void* a);  // . Q8_0
+float vec_dot_q4_1(int64_t n, const void* w, const void* a);  // . Q8_1
+float vec_dot_q5_0(int64_t n, const void* w, const void* a);  // . Q8_0
+float vec_dot_q5_1(int64_t n, const void* w, const void* a);  // . Q8_1
+float vec_dot_q8_0(int64_t n, const void* w, const void* a);  // . Q8_0
+float vec_dot_iq4_nl(int64_t n, const void* w, const void* a);  // . Q8_0
+float vec_dot_mxfp4(int64_t n, const void* w, const void* a);   // . Q8_0
+float vec_dot_q2_k(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_q3_k(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_q4_k(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_q5_k(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_q6_k(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_iq4_xs(int64_t n, const void* w, const void* a);  // . Q8_K
+
+// ---- float helpers
+float dot_f32(int64_t n, const float* a, const float* b);
+void axpy_f32(int64_t n, float a, const float* x, float* y);
+void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace guild::cpu_generic

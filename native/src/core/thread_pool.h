@@ -1,0 +1,69 @@
+// A fixed pool of worker threads for data-parallel loops in the token and
+// layer loops. parallel_for hands out task indices through one atomic counter
+// (no allocation, no queue), and the calling thread works too. Workers spin
+// briefly before sleeping, because decode issues many short loops back to back.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace guild {
+
+class ThreadPool {
+ public:
+  // n_threads counts the caller: n_threads - 1 workers are started.
+  // cpus: optional CPU ids to pin thread i to cpus[i % size] (caller is thread 0).
+  explicit ThreadPool(int n_threads, const std::vector<int>& cpus = {});
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs fn(task, thread) for task in [0, n_tasks) across the pool and waits.
+  // fn must not throw. Not reentrant: one loop at a time per pool.
+  template <typename Fn>
+  void parallel_for(int64_t n_tasks, Fn&& fn) {
+    if (n_tasks <= 0) return;
+    if (n_threads_ == 1 || n_tasks == 1) {
+      for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+      return;
+    }
+    using FnT = std::remove_reference_t<Fn>;
+    auto trampoline = [](void* ctx, int64_t task, int thread) {
+      (*static_cast<FnT*>(ctx))(task, thread);
+    };
+    run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using TaskFn = void (*)(void* ctx, int64_t task, int thread);
+  void run(int64_t n_tasks, TaskFn fn, void* ctx);
+  void worker_main(int index);
+  void work(int thread);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::vector<int> cpus_;
+
+  // The current loop. generation_ changes when a new loop is published.
+  TaskFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> active_workers_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+};
+
+// Pins the calling thread to one CPU; false where unsupported or refused.
+bool pin_current_thread(int cpu);
+
+}  // namespace guild

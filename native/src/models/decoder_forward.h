@@ -1,0 +1,60 @@
+// The forward pass of the standard pre-norm decoder (qwen3moe, qwen3, llama
+// with or without experts), read top to bottom: embed → for each layer
+// (norm → q/k/v → [q/k norm] → rope → cache → attention → out-proj → residual
+// → norm → MoE or dense FFN → residual) → final norm → lm_head.
+// Every intermediate has a named buffer in DecoderScratch, sized once.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/kernel_table.h"
+#include "core/thread_pool.h"
+#include "models/hparams.h"
+#include "models/weights.h"
+#include "ops/moe.h"
+#include "runtime/kv_cache.h"
+
+namespace guild {
+
+struct DecoderScratch {
+  int max_tokens = 0;
+  std::vector<float> x;          // [T][n_embd] residual stream
+  std::vector<float> xn;         // [T][n_embd] normed input of a block
+  std::vector<float> q;          // [T][n_head * head_dim_k]
+  std::vector<float> k;          // [T][n_head_kv * head_dim_k]
+  std::vector<float> v;          // [T][n_head_kv * head_dim_v]
+  std::vector<float> attn;       // [T][n_head * head_dim_v]
+  std::vector<float> block_out;  // [T][n_embd] attention or FFN output before the residual add
+  std::vector<float> rope_cs;    // [T][n_rot] cos/sin per position
+  std::vector<float> scores;     // [threads][n_ctx] attention scores
+  std::vector<float> router_logits;  // [T][n_expert]
+  ExpertRouting routing;
+  std::vector<float> ffn_gate;   // [T*k][n_ff] (dense: [T][n_ff])
+  std::vector<float> ffn_up;     // [T*k][n_ff]
+  std::vector<float> ffn_down;   // [T*k][n_embd]
+  std::vector<float> norm_out;   // [T][n_embd] final-norm rows for the lm_head
+  // Activations converted to the weights' vec_dot types.
+  std::vector<uint8_t> act_in;   // block input (xn / attn), T rows
+  std::vector<uint8_t> act_in2;  // same input in a second type when matrices differ
+  std::vector<uint8_t> act_ffn;  // FFN hidden rows, T*k rows
+  std::vector<const uint8_t*> rows_in, rows_in2, rows_ffn;
+
+  // Sizes every buffer; false on allocation failure.
+  bool init(const ModelHparams& hp, int max_tokens, int n_ctx, int n_threads);
+};
+
+struct DecoderContext {
+  const ModelHparams& hp;
+  const ModelWeights& w;
+  const CpuKernelTable& kernels;
+  ThreadPool& pool;
+  KvCache& kv;
+  DecoderScratch& s;
+};
+
+// Runs tokens[0..n) at positions pos0.. (n <= s.max_tokens, ids already
+// validated) and writes logits: all n rows when all_rows, else only the last.
+void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int pos0, float* logits,
+                     bool all_rows);
+
+}  // namespace guild

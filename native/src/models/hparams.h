@@ -1,0 +1,35 @@
+// Shape and numeric settings of a model, read from GGUF metadata by the
+// architecture's runner (models/<arch>.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ops/rope.h"
+
+namespace guild {
+
+enum class ExpertGating : uint8_t {
+  SoftmaxTopkRenorm,  // softmax over all experts, top-k, weights renormalised (qwen3moe, Mixtral)
+};
+
+struct ModelHparams {
+  std::string arch;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim_k = 0;   // attention.key_length (n_embd / n_head if absent)
+  int head_dim_v = 0;   // attention.value_length
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_ff = 0;         // dense FFN width (dense layers)
+  int n_expert = 0;     // 0 = dense model
+  int n_expert_used = 0;
+  int n_ff_exp = 0;     // expert FFN width
+  float rms_eps = 1e-6f;
+  RopeParams rope;
+  ExpertGating gating = ExpertGating::SoftmaxTopkRenorm;
+  bool qk_norm = false;  // per-head RMSNorm of q and k before rope (qwen3)
+};
+
+}  // namespace guild

@@ -1,0 +1,54 @@
+// A runner describes one architecture: how to read its hyper-parameters and
+// bind its tensors. Architecture facts are fields and functions of one
+// descriptor, looked up by name once at load (never in the token loop).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/hparams.h"
+#include "models/weights.h"
+
+namespace guild {
+namespace gguf { class ModelFiles; }
+
+struct RunnerDescriptor {
+  std::string_view arch;  // general.architecture
+  bool (*load_hparams)(const gguf::ModelFiles& files, ModelHparams* hp, std::string* error);
+  // Load stage 9: embeddings, attention, norms, routers, dense FFNs, output head.
+  bool (*bind_dense)(TensorBinder& binder, const ModelHparams& hp, ModelWeights* w, std::string* error);
+  // Load stage 10: the routed experts.
+  bool (*bind_experts)(TensorBinder& binder, const ModelHparams& hp, ModelWeights* w, std::string* error);
+};
+
+const RunnerDescriptor* find_runner(std::string_view arch);
+std::vector<std::string_view> supported_architectures();
+
+// Reads "<arch>.<key>" metadata with clear errors; used by the runners.
+class HparamReader {
+ public:
+  HparamReader(const gguf::ModelFiles& files, std::string_view arch) : files_(files), arch_(arch) {}
+  bool required_int(std::string_view key, int* out);
+  bool optional_int(std::string_view key, int* out);  // leaves *out when absent
+  bool optional_float(std::string_view key, float* out);
+  bool optional_string(std::string_view key, std::string* out);
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string full(std::string_view key) const { return std::string(arch_) + "." + std::string(key); }
+  const gguf::ModelFiles& files_;
+  std::string_view arch_;
+  std::string error_;
+};
+
+// Shared by the standard pre-norm decoder architectures (llama family,
+// qwen3moe): attention block hparams, vocab size, rope and expert counts.
+bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std::string* error);
+// Binds token_embd, output_norm, output (tied if absent), per-layer attention,
+// norms, routers (MoE layers: blk.N.ffn_gate_inp exists) and dense FFNs.
+bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);
+// Binds ffn_{gate,up,down}_exps of every MoE layer.
+bool bind_standard_experts(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);
+
+}  // namespace guild

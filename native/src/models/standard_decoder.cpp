@@ -1,0 +1,139 @@
+// Hyper-parameters and tensor binding shared by the standard pre-norm decoder
+// architectures (llama family incl. Mixtral-style experts, qwen3, qwen3moe).
+#include <string>
+
+#include "artifact/gguf.h"
+#include "models/runner.h"
+
+namespace guild {
+namespace {
+
+constexpr int kMaxDim = 1 << 20;  // sanity bound on any width read from a file
+
+std::string blk(int layer, const char* name) {
+  return "blk." + std::to_string(layer) + "." + name;
+}
+
+}  // namespace
+
+bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std::string* error) {
+  HparamReader r(files, hp->arch);
+  hp->n_ctx_train = 4096;
+  hp->rope.freq_base = 10000.0f;
+  bool ok = r.required_int("block_count", &hp->n_layer) && r.required_int("embedding_length", &hp->n_embd) &&
+            r.required_int("attention.head_count", &hp->n_head) && r.optional_int("context_length", &hp->n_ctx_train) &&
+            r.optional_int("feed_forward_length", &hp->n_ff) && r.optional_int("expert_count", &hp->n_expert) &&
+            r.optional_int("expert_used_count", &hp->n_expert_used) &&
+            r.optional_float("rope.freq_base", &hp->rope.freq_base);
+  if (!ok) { *error = r.error(); return false; }
+  if (hp->n_layer <= 0 || hp->n_layer > 4096 || hp->n_embd <= 0 || hp->n_embd > kMaxDim || hp->n_head <= 0 ||
+      hp->n_head > 4096) {
+    *error = "implausible model shape (block_count " + std::to_string(hp->n_layer) + ", embedding_length " +
+             std::to_string(hp->n_embd) + ", head_count " + std::to_string(hp->n_head) + ")";
+    return false;
+  }
+  hp->n_head_kv = hp->n_head;
+  hp->head_dim_k = hp->n_embd / hp->n_head;
+  ok = r.optional_int("attention.head_count_kv", &hp->n_head_kv) && r.optional_int("attention.key_length", &hp->head_dim_k);
+  hp->head_dim_v = hp->head_dim_k;
+  hp->rope.n_rot = hp->head_dim_k;
+  ok = ok && r.optional_int("attention.value_length", &hp->head_dim_v) &&
+       r.optional_int("rope.dimension_count", &hp->rope.n_rot);
+  hp->n_ff_exp = (hp->n_expert_used > 0 && hp->n_ff > 0) ? hp->n_ff / hp->n_expert_used : 0;
+  ok = ok && r.optional_int("expert_feed_forward_length", &hp->n_ff_exp);
+  float eps = -1.0f;
+  ok = ok && r.optional_float("attention.layer_norm_rms_epsilon", &eps);
+  if (!ok) { *error = r.error(); return false; }
+  if (eps < 0) { *error = "missing metadata key '" + hp->arch + ".attention.layer_norm_rms_epsilon'"; return false; }
+  hp->rms_eps = eps;
+
+  std::string scaling = "none";
+  float factor = 0.0f;
+  ok = r.optional_string("rope.scaling.type", &scaling) && r.optional_float("rope.scaling.factor", &factor) &&
+       r.optional_int("rope.scaling.original_context_length", &hp->rope.n_ctx_orig);
+  if (!ok) { *error = r.error(); return false; }
+  if (scaling == "linear" && factor > 0.0f) {
+    hp->rope.freq_scale = 1.0f / factor;
+  } else if (scaling != "none" && scaling != "linear") {
+    *error = "rope scaling type '" + scaling + "' is not supported for architecture " + hp->arch;
+    return false;
+  }
+
+  if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0) {
+    *error = "attention.head_count " + std::to_string(hp->n_head) + " is not a multiple of head_count_kv " +
+             std::to_string(hp->n_head_kv);
+    return false;
+  }
+  if (hp->head_dim_k <= 0 || hp->head_dim_k > 4096 || hp->head_dim_v <= 0 || hp->head_dim_v > 4096 ||
+      hp->rope.n_rot <= 0 || hp->rope.n_rot > hp->head_dim_k || hp->rope.n_rot % 2 != 0) {
+    *error = "implausible attention head sizes (key " + std::to_string(hp->head_dim_k) + ", value " +
+             std::to_string(hp->head_dim_v) + ", rope dims " + std::to_string(hp->rope.n_rot) + ")";
+    return false;
+  }
+  if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert ||
+      (hp->n_expert > 0 && (hp->n_expert_used == 0 || hp->n_ff_exp <= 0 || hp->n_ff_exp > kMaxDim))) {
+    *error = "implausible expert configuration (expert_count " + std::to_string(hp->n_expert) + ", used " +
+             std::to_string(hp->n_expert_used) + ", expert ffn " + std::to_string(hp->n_ff_exp) + ")";
+    return false;
+  }
+  if (hp->n_ctx_train <= 0) hp->n_ctx_train = 4096;
+
+  const gguf::TensorInfo* embd = files.find_tensor("token_embd.weight");
+  if (!embd) { *error = "missing tensor 'token_embd.weight'"; return false; }
+  if (embd->ne[1] <= 0 || embd->ne[1] > (1 << 24)) { *error = "implausible vocabulary size in token_embd.weight"; return false; }
+  hp->n_vocab = static_cast<int>(embd->ne[1]);
+  return true;
+}
+
+bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error) {
+  const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
+  const int64_t k_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
+  const int64_t v_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_v;
+  const int64_t o_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_v;
+  bool ok = b.matrix("token_embd.weight", hp.n_embd, hp.n_vocab, &w->token_embd) &&
+            b.vector("output_norm.weight", hp.n_embd, &w->output_norm, *w) &&
+            b.matrix("output.weight", hp.n_embd, hp.n_vocab, &w->output, /*optional=*/true);
+  if (ok && !w->output.data) {
+    w->output = w->token_embd;  // tied embeddings
+    w->output_tied = true;
+  }
+  w->layers.resize(hp.n_layer);
+  for (int l = 0; ok && l < hp.n_layer; ++l) {
+    LayerWeights& L = w->layers[l];
+    ok = b.vector(blk(l, "attn_norm.weight"), hp.n_embd, &L.attn_norm, *w) &&
+         b.matrix(blk(l, "attn_q.weight"), hp.n_embd, q_dim, &L.wq) &&
+         b.matrix(blk(l, "attn_k.weight"), hp.n_embd, k_dim, &L.wk) &&
+         b.matrix(blk(l, "attn_v.weight"), hp.n_embd, v_dim, &L.wv) &&
+         b.matrix(blk(l, "attn_output.weight"), o_dim, hp.n_embd, &L.wo) &&
+         b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
+    if (ok && hp.qk_norm)
+      ok = b.vector(blk(l, "attn_q_norm.weight"), hp.head_dim_k, &L.q_norm, *w) &&
+           b.vector(blk(l, "attn_k_norm.weight"), hp.head_dim_k, &L.k_norm, *w);
+    if (!ok) break;
+    if (hp.n_expert > 0 && b.has(blk(l, "ffn_gate_inp.weight"))) {
+      ok = b.matrix(blk(l, "ffn_gate_inp.weight"), hp.n_embd, hp.n_expert, &L.router);
+    } else {
+      if (hp.n_ff <= 0) { *error = "layer " + std::to_string(l) + " is dense but feed_forward_length is missing"; return false; }
+      ok = b.matrix(blk(l, "ffn_gate.weight"), hp.n_embd, hp.n_ff, &L.ffn_gate) &&
+           b.matrix(blk(l, "ffn_up.weight"), hp.n_embd, hp.n_ff, &L.ffn_up) &&
+           b.matrix(blk(l, "ffn_down.weight"), hp.n_ff, hp.n_embd, &L.ffn_down);
+    }
+  }
+  if (!ok) *error = b.error();
+  return ok;
+}
+
+bool bind_standard_experts(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error) {
+  bool ok = true;
+  for (int l = 0; ok && l < hp.n_layer; ++l) {
+    LayerWeights& L = w->layers[l];
+    if (!L.is_moe()) continue;
+    ok = b.experts(blk(l, "ffn_gate_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.gate_exps) &&
+         b.experts(blk(l, "ffn_up_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.up_exps) &&
+         b.experts(blk(l, "ffn_down_exps.weight"), hp.n_ff_exp, hp.n_embd, hp.n_expert, &L.down_exps);
+  }
+  if (!ok) *error = b.error();
+  return ok;
+}
+
+}  // namespace guild

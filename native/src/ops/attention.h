@@ -1,0 +1,26 @@
+// Causal grouped-query attention of a batch of query tokens against the KV
+// cache of one layer. Query token i sits at position pos0 + i and attends to
+// positions [window_start(i), pos0 + i].
+#pragma once
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "runtime/kv_cache.h"
+
+namespace guild {
+
+struct AttentionShape {
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim_k = 0;
+  int head_dim_v = 0;
+  float scale = 1.0f;      // multiplies q·k
+  int sliding_window = 0;  // 0 = full causal attention
+};
+
+// q: [n_tokens][n_head * head_dim_k]; out: [n_tokens][n_head * head_dim_v].
+// scores: per-thread scratch of pool.size() × kv.n_ctx() floats.
+void attention(ThreadPool& pool, const AttentionShape& s, const KvCache& kv, int layer,
+               const float* q, int n_tokens, int pos0, float* out, float* scores);
+
+}  // namespace guild

@@ -1,0 +1,82 @@
+// GuildModel: a loaded model — its files (mapped), runner, hyper-parameters,
+// bound weights, kernel table, execution state, CPU expert pool and
+// tokenizer. GuildModel::load runs the 14 load stages in the seed's order and
+// records each in the StartupProfile. Loading never throws: it returns null
+// and a one-line message.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "artifact/gguf.h"
+#include "core/kernel_table.h"
+#include "core/thread_pool.h"
+#include "models/hparams.h"
+#include "models/runner.h"
+#include "models/weights.h"
+#include "runtime/execution_state.h"
+#include "runtime/kv_cache.h"
+#include "runtime/leases.h"
+#include "runtime/machine.h"
+#include "runtime/startup_profile.h"
+#include "tokenizer/vocab.h"
+
+namespace guild {
+
+enum class LoadErrorKind { None, Io, Format, Unsupported, OutOfMemory, Cancelled, InvalidArgument };
+
+struct LoadOptions {
+  int n_threads = 0;        // CPU expert pool threads; 0 = physical cores
+  int n_ctx = 0;            // default session context; 0 = min(train ctx, 4096)
+  KvType kv_type = KvType::F16;
+  bool pin_threads = true;  // install worker affinity in stage 6
+  // Called when a stage starts (fraction = stages done / 14) and as bytes
+  // are processed; return false to cancel the load.
+  std::function<bool(const char* stage, double fraction)> progress;
+};
+
+class GuildModel {
+ public:
+  static std::unique_ptr<GuildModel> load(const std::string& path, const LoadOptions& options,
+                                          std::string* error, LoadErrorKind* kind = nullptr);
+  ~GuildModel();
+
+  const std::string& path() const { return path_; }
+  const gguf::ModelFiles& files() const { return *files_; }
+  const ModelHparams& hparams() const { return hp_; }
+  const ModelWeights& weights() const { return weights_; }
+  const CpuKernelTable& kernels() const { return *kernels_; }
+  const Vocab& vocab() const { return *vocab_; }
+  ThreadPool& pool() const { return *pool_; }
+  const LoadOptions& options() const { return options_; }
+  const std::shared_ptr<const ModelExecutionState>& execution_state() const { return exec_; }
+  int default_n_ctx() const { return exec_->n_ctx; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  const StartupProfile& profile() const { return profile_; }
+  const std::string& display_name() const { return display_name_; }
+
+  // One generation at a time per model (seed §2).
+  std::mutex& generation_mutex() const { return generation_mutex_; }
+
+ private:
+  GuildModel() = default;
+  std::string path_;
+  std::string display_name_;
+  LoadOptions options_;
+  std::unique_ptr<gguf::ModelFiles> files_;
+  const RunnerDescriptor* runner_ = nullptr;
+  ModelHparams hp_;
+  ModelWeights weights_;
+  const CpuKernelTable* kernels_ = nullptr;
+  std::shared_ptr<const ModelExecutionState> exec_;
+  std::unique_ptr<Vocab> vocab_;
+  std::unique_ptr<ThreadPool> pool_;
+  Lease kernel_lease_;
+  uint64_t weight_bytes_ = 0;
+  StartupProfile profile_;
+  mutable std::mutex generation_mutex_;
+};
+
+}  // namespace guild

@@ -1,0 +1,40 @@
+// Token sampling from one row of logits. Greedy (temperature 0) picks the
+// highest logit, ties going to the lowest id. Otherwise the chain is
+// repetition penalty → top-k → top-p → min-p → temperature → draw, with a
+// seeded generator of our own so results repeat across platforms.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace guild {
+
+struct SamplingParams {
+  float temperature = 0.0f;
+  int32_t top_k = 0;        // 0 = off
+  float top_p = 1.0f;       // 1 = off
+  float min_p = 0.0f;       // 0 = off
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+int32_t argmax_lowest_id(const float* logits, int32_t n_vocab);
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& p, int32_t n_vocab);
+  // recent: the tokens the repetition penalty looks at (prompt + generated).
+  // logits may be modified (penalty applied in place).
+  int32_t sample(float* logits, std::span<const int32_t> recent);
+
+ private:
+  double next_uniform();  // [0, 1)
+  SamplingParams p_;
+  int32_t n_vocab_;
+  uint64_t state_[4];
+  std::vector<int32_t> ids_;      // candidate scratch, sized once
+  std::vector<float> probs_;
+};
+
+}  // namespace guild

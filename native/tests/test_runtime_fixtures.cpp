@@ -1,0 +1,265 @@
+// The runtime against llama.cpp's recorded outputs (../shared/fixtures):
+// logits of whole prompts, greedy continuations, batch vs one-token-at-a-time,
+// and the split model vs the single file. Acceptance criteria follow the
+// fixtures' README ("Suggested acceptance criteria").
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "core/json.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+namespace fs = std::filesystem;
+using namespace guild;
+
+namespace {
+
+json::Value load_json(const std::string& path) {
+  std::string err;
+  auto v = json::parse(check::read_file(path), &err);
+  if (!v) std::printf("  cannot parse %s: %s\n", path.c_str(), err.c_str());
+  return v ? *v : json::Value();
+}
+
+std::vector<int32_t> ids_of(const json::Value& arr) {
+  std::vector<int32_t> out;
+  for (const auto& x : arr.as_array()) out.push_back(static_cast<int32_t>(x.as_int()));
+  return out;
+}
+
+struct Loaded {
+  std::unique_ptr<GuildModel> model;
+  bool is_master = false;  // F32/F16/BF16 weights: compare against .exact files tightly
+};
+
+// Loads expected/<dir>'s model; null (with a printed reason) when its
+// architecture is not one this runtime supports yet.
+Loaded load_fixture_model(const std::string& fixtures, const std::string& dir, KvType kv) {
+  Loaded out;
+  json::Value greedy = load_json(fixtures + "/expected/" + dir + "/greedy.json");
+  std::string rel = greedy["model"].as_string();
+  if (dir.size() > 6 && dir.substr(dir.size() - 6) == "-split")  // load through the first shard
+    rel = "models/" + dir + "-00001-of-00003.gguf";
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.kv_type = kv;
+  std::string err;
+  LoadErrorKind kind;
+  out.model = GuildModel::load(fixtures + "/" + rel, opt, &err, &kind);
+  if (!out.model) {
+    if (kind == LoadErrorKind::Unsupported) std::printf("  %s: not supported yet (%s)\n", dir.c_str(), err.c_str());
+    else std::printf("  %s: load failed: %s\n", dir.c_str(), err.c_str());
+    return out;
+  }
+  out.is_master = dir.find("-F32") != std::string::npos || dir.find("-BF16") != std::string::npos ||
+                  dir.find("-F16") != std::string::npos;
+  return out;
+}
+
+std::vector<std::string> fixture_dirs(const std::string& fixtures) {
+  std::vector<std::string> dirs;
+  for (const auto& e : fs::directory_iterator(fixtures + "/expected"))
+    if (fs::exists(e.path() / "greedy.json")) dirs.push_back(e.path().filename().string());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+// First position at which any layer's top-k boundary margin is below `limit`
+// (n_tokens when none is).
+size_t first_tight_routing(const std::string& routing_path, size_t n_tokens, double limit) {
+  if (!fs::exists(routing_path)) return n_tokens;
+  json::Value r = load_json(routing_path);
+  size_t first = n_tokens;
+  for (const auto& layer : r["layers"].as_array()) {
+    const auto& m = layer["topk_boundary_margin"].as_array();
+    for (size_t i = 0; i < m.size() && i < first; ++i)
+      if (m[i].as_double() < limit) { first = i; break; }
+  }
+  return first;
+}
+
+bool supported_arch(const Loaded& l) { return l.model != nullptr; }
+
+}  // namespace
+
+// Whole-prompt logits vs llama.cpp: F32 masters with F32 KV vs the .exact
+// files (max |d| <= 1e-3); quantized files per the README's statistical rule.
+TEST(logits_match_llama_cpp) {
+  const std::string fx = check::fixtures_dir();
+  int compared = 0;
+  for (const std::string& dir : fixture_dirs(fx)) {
+    const std::string base = fx + "/expected/" + dir + "/";
+    for (const auto& e : fs::directory_iterator(base)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("logits-", 0) != 0 || name.size() < 5 || name.substr(name.size() - 4) != ".f32" ||
+          name.find("seq-last") != std::string::npos)
+        continue;
+      const bool exact_file = name.find(".exact.") != std::string::npos;
+      Loaded l = load_fixture_model(fx, dir, exact_file ? KvType::F32 : KvType::F16);
+      if (!supported_arch(l)) break;
+      if (l.is_master != exact_file && l.is_master) continue;  // masters: compare the exact files only
+      json::Value meta = load_json(base + name.substr(0, name.size() - 4) + ".json");
+      const std::vector<int32_t> ids = ids_of(meta["token_ids"]);
+      const int n_vocab = l.model->hparams().n_vocab;
+      std::vector<float> want = check::read_f32(e.path().string());
+      REQUIRE(want.size() == ids.size() * static_cast<size_t>(n_vocab));
+      std::string err;
+      auto s = GuildSession::create(*l.model, static_cast<int>(ids.size()) + 8, &err);
+      REQUIRE(s);
+      std::vector<float> got(want.size());
+      CHECK_MSG(s->eval(ids, true, got.data(), &err), "%s", err.c_str());
+
+      const std::string prompt = name.substr(7, name.find('.') - 7);
+      const size_t tight = first_tight_routing(base + "routing-" + prompt + (exact_file ? ".exact" : "") + ".json",
+                                               ids.size(), 0.05);
+      double max_abs = 0.0;
+      size_t argmax_ok_before = 0, argmax_ok_after = 0, bad_rms_before = 0;
+      std::vector<double> abs_after;
+      for (size_t p = 0; p < ids.size(); ++p) {
+        const float* g = got.data() + p * n_vocab;
+        const float* w = want.data() + p * n_vocab;
+        double sq = 0.0;
+        for (int i = 0; i < n_vocab; ++i) {
+          const double d = std::fabs(static_cast<double>(g[i]) - w[i]);
+          max_abs = std::max(max_abs, d);
+          sq += d * d;
+          if (p >= tight) abs_after.push_back(d);
+        }
+        const bool same_argmax = std::max_element(g, g + n_vocab) - g == std::max_element(w, w + n_vocab) - w;
+        if (p < tight) { argmax_ok_before += same_argmax; bad_rms_before += std::sqrt(sq / n_vocab) > 0.5; }
+        else argmax_ok_after += same_argmax;
+      }
+      std::printf("  %s/%s: %zu positions, max|d| %.3g, tight routing from %zu\n", dir.c_str(), name.c_str(),
+                  ids.size(), max_abs, tight);
+      if (l.is_master) {
+        CHECK_MSG(max_abs <= 1e-3, "%s/%s max|d| %.3g > 1e-3", dir.c_str(), name.c_str(), max_abs);
+      } else {
+        CHECK_MSG(bad_rms_before == 0, "%s/%s: %zu positions before %zu with rms > 0.5", dir.c_str(), name.c_str(),
+                  bad_rms_before, tight);
+        CHECK_MSG(tight == 0 || argmax_ok_before >= 0.9 * tight, "%s/%s argmax %zu/%zu", dir.c_str(), name.c_str(),
+                  argmax_ok_before, tight);
+        if (!abs_after.empty()) {
+          std::nth_element(abs_after.begin(), abs_after.begin() + abs_after.size() / 2, abs_after.end());
+          const double median = abs_after[abs_after.size() / 2];
+          const size_t n_after = ids.size() - tight;
+          CHECK_MSG(median <= 0.5, "%s/%s median|d| after tight routing %.3g", dir.c_str(), name.c_str(), median);
+          CHECK_MSG(argmax_ok_after >= 0.8 * n_after, "%s/%s argmax after %zu/%zu", dir.c_str(), name.c_str(),
+                    argmax_ok_after, n_after);
+        }
+      }
+      ++compared;
+    }
+  }
+  CHECK(compared > 0);
+}
+
+// Greedy continuations equal llama.cpp's up to the first step whose recorded
+// top-1/top-2 margin is below our expected logit error.
+TEST(greedy_matches_llama_cpp) {
+  const std::string fx = check::fixtures_dir();
+  int compared = 0;
+  for (const std::string& dir : fixture_dirs(fx)) {
+    Loaded l = load_fixture_model(fx, dir, KvType::F16);
+    if (!supported_arch(l)) continue;
+    const double tolerance = l.is_master ? 0.05 : 0.5;
+    json::Value greedy = load_json(fx + "/expected/" + dir + "/greedy.json");
+    for (const auto& p : greedy["prompts"].as_array()) {
+      const std::vector<int32_t> prompt = ids_of(p["prompt_ids"]);
+      const std::vector<int32_t> want = ids_of(p["generated_ids"]);
+      const auto& margins = p["top1_minus_top2_logit"].as_array();
+      size_t must_match = want.size();
+      for (size_t i = 0; i < margins.size(); ++i)
+        if (margins[i].as_double() < tolerance) { must_match = i; break; }
+      std::string err;
+      auto s = GuildSession::create(*l.model, static_cast<int>(prompt.size() + want.size()) + 4, &err);
+      REQUIRE(s);
+      GenerateRequest req;
+      req.prompt = prompt;
+      req.max_new_tokens = static_cast<int>(want.size());
+      GenerateResult r = s->generate(req);
+      CHECK_MSG(r.stop == StopReason::Length, "%s/%s stopped early (%s)", dir.c_str(), p["name"].as_string().c_str(),
+                stop_reason_name(r.stop));
+      size_t same = 0;
+      while (same < r.tokens.size() && same < want.size() && r.tokens[same] == want[same]) ++same;
+      std::printf("  %s/%s: %zu/%zu equal (must: %zu)\n", dir.c_str(), p["name"].as_string().c_str(), same,
+                  want.size(), must_match);
+      CHECK_MSG(same >= must_match, "%s/%s: diverged at step %zu, margin allows %zu", dir.c_str(),
+                p["name"].as_string().c_str(), same, must_match);
+      ++compared;
+    }
+  }
+  CHECK(compared > 0);
+}
+
+// Feeding a prompt one token at a time gives the batch's last-row logits.
+TEST(batch_equals_sequential) {
+  const std::string fx = check::fixtures_dir();
+  for (const char* dir : {"qwen3moe-a-F32", "mixtral-a-F32", "qwen3moe-a-Q4_K_M"}) {
+    Loaded l = load_fixture_model(fx, dir, KvType::F32);
+    if (!supported_arch(l)) continue;
+    json::Value greedy = load_json(fx + "/expected/" + dir + "/greedy.json");
+    const std::vector<int32_t> ids = ids_of(greedy["prompts"][0]["prompt_ids"]);
+    const int n_vocab = l.model->hparams().n_vocab;
+    std::string err;
+    auto batch = GuildSession::create(*l.model, 256, &err);
+    auto seq = GuildSession::create(*l.model, 256, &err);
+    REQUIRE(batch && seq);
+    std::vector<float> a(n_vocab), b(n_vocab);
+    REQUIRE(batch->eval(ids, false, a.data(), &err));
+    for (int32_t t : ids) REQUIRE(seq->eval(std::span<const int32_t>(&t, 1), false, b.data(), &err));
+    double max_abs = 0;
+    for (int i = 0; i < n_vocab; ++i) max_abs = std::max(max_abs, std::fabs(static_cast<double>(a[i]) - b[i]));
+    std::printf("  %s: batch vs sequential max|d| %.3g\n", dir, max_abs);
+    CHECK_MSG(max_abs <= 1e-4, "%s: batch vs sequential %.3g", dir, max_abs);
+  }
+}
+
+// The split model (opened through its first shard) gives the single file's tokens.
+TEST(split_model_equals_single_file) {
+  const std::string fx = check::fixtures_dir();
+  Loaded single = load_fixture_model(fx, "qwen3moe-a-Q8_0", KvType::F16);
+  Loaded split = load_fixture_model(fx, "qwen3moe-a-Q8_0-split", KvType::F16);
+  REQUIRE(single.model && split.model);
+  json::Value greedy = load_json(fx + "/expected/qwen3moe-a-Q8_0/greedy.json");
+  const std::vector<int32_t> prompt = ids_of(greedy["prompts"][0]["prompt_ids"]);
+  std::string err;
+  auto a = GuildSession::create(*single.model, 128, &err);
+  auto b = GuildSession::create(*split.model, 128, &err);
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_new_tokens = 32;
+  GenerateResult ra = a->generate(req), rb = b->generate(req);
+  CHECK(ra.tokens == rb.tokens);
+  CHECK(ra.tokens.size() == 32);
+}
+
+// A second request whose prompt extends the first reuses the cached prefix and
+// yields exactly the tokens of a fresh session.
+TEST(prefix_reuse_equals_fresh_run) {
+  const std::string fx = check::fixtures_dir();
+  Loaded l = load_fixture_model(fx, "qwen3moe-a-Q8_0", KvType::F16);
+  REQUIRE(l.model);
+  json::Value greedy = load_json(fx + "/expected/qwen3moe-a-Q8_0/greedy.json");
+  const std::vector<int32_t> prompt = ids_of(greedy["prompts"][0]["prompt_ids"]);
+  std::string err;
+  auto warm = GuildSession::create(*l.model, 256, &err);
+  auto fresh = GuildSession::create(*l.model, 256, &err);
+  GenerateRequest req;
+  req.prompt = prompt;
+  req.max_new_tokens = 8;
+  GenerateResult first = warm->generate(req);
+  std::vector<int32_t> turn2 = prompt;
+  turn2.insert(turn2.end(), first.tokens.begin(), first.tokens.end());
+  turn2.push_back(198);
+  req.prompt = turn2;
+  GenerateResult reused = warm->generate(req);
+  GenerateResult cold = fresh->generate(req);
+  CHECK(reused.n_reused >= static_cast<int>(prompt.size()));
+  CHECK(cold.n_reused == 0);
+  CHECK(reused.tokens == cold.tokens);
+}

@@ -1,0 +1,103 @@
+// guild-bench: Guild's side of the prefill/decode benchmark, without Node.
+// Prints one JSON object: prompt and decode tokens/s, time to first token,
+// peak RSS, as min/median/max over repetitions.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+#include "tool_args.h"
+
+using namespace guild;
+
+namespace {
+
+const char* kUsage =
+    "usage: guild-bench --model PATH [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--reps 3]\n"
+    "                   [--ctx N] [--kv f16|f32] [--seed S]\n";
+
+json::Value stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  json::Value o = json::Value::object();
+  o.set("min", v.front());
+  o.set("median", v[v.size() / 2]);
+  o.set("max", v.back());
+  return o;
+}
+
+double peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) * 1024.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tools::Args args;
+  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed"}, {},
+                  kUsage))
+    return 2;
+  if (!args.has("model")) { std::fprintf(stderr, "%s", kUsage); return 2; }
+  const int n_prompt = static_cast<int>(args.get_int("prompt-tokens", 512));
+  const int n_gen = static_cast<int>(args.get_int("gen-tokens", 128));
+  const int reps = static_cast<int>(args.get_int("reps", 3));
+  if (n_prompt < 1 || n_gen < 1 || reps < 1) { std::fprintf(stderr, "%s", kUsage); return 2; }
+
+  LoadOptions opt;
+  opt.n_threads = static_cast<int>(args.get_int("threads", 0));
+  opt.n_ctx = static_cast<int>(args.get_int("ctx", n_prompt + n_gen + 8));
+  opt.kv_type = args.get("kv", "f16") == "f32" ? KvType::F32 : KvType::F16;
+  std::string err;
+  const auto t_load = std::chrono::steady_clock::now();
+  auto model = GuildModel::load(args.get("model"), opt, &err);
+  if (!model) tools::die(err);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+
+  // A random prompt of regular tokens (no control tokens, so nothing stops early).
+  std::mt19937 rng(static_cast<unsigned>(args.get_int("seed", 42)));
+  std::vector<int32_t> prompt;
+  const int n_vocab = model->hparams().n_vocab;
+  while (static_cast<int>(prompt.size()) < n_prompt) {
+    const int32_t t = static_cast<int32_t>(rng() % static_cast<unsigned>(n_vocab));
+    if (model->vocab().token_kind(t) == TokenKind::Normal) prompt.push_back(t);
+  }
+
+  std::vector<double> pp, tg, ttft;
+  for (int r = 0; r < reps; ++r) {
+    auto session = GuildSession::create(*model, opt.n_ctx, &err);
+    if (!session) tools::die(err);
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.max_new_tokens = n_gen;
+    req.sampling.temperature = 0.0f;
+    req.ignore_eog = true;  // a fixed number of decode steps
+    GenerateResult res = session->generate(req);
+    if (res.stop == StopReason::Error) tools::die(res.error);
+    pp.push_back(res.n_prompt / (res.prompt_ms / 1000.0));
+    if (res.tokens.size() > 1) tg.push_back((res.tokens.size() - 1) / (res.decode_ms / 1000.0));
+    ttft.push_back(res.ttft_ms);
+  }
+  json::Value out = json::Value::object();
+  out.set("engine", "guild");
+  out.set("model", args.get("model"));
+  out.set("threads", model->pool().size());
+  out.set("kernels", model->kernels().name);
+  out.set("prompt_tokens", n_prompt);
+  out.set("gen_tokens", n_gen);
+  out.set("reps", reps);
+  out.set("load_ms", load_ms);
+  out.set("prompt_tokens_per_s", stats(pp));
+  if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));
+  out.set("ttft_ms", stats(ttft));
+  out.set("peak_rss_bytes", peak_rss_bytes());
+  std::printf("%s\n", json::serialize(out, true).c_str());
+  return 0;
+}
