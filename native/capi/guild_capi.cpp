@@ -2,6 +2,7 @@
 // point catches everything: nothing throws across this boundary.
 #include "guild/guild.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -81,6 +82,8 @@ const char* guild_status_name(guild_status s) {
     case GUILD_ERR_CANCELLED: return "cancelled";
     case GUILD_ERR_NOT_READY: return "not_ready";
     case GUILD_ERR_INTERNAL: return "internal";
+    case GUILD_ERR_QUEUE_FULL: return "queue_full";
+    case GUILD_ERR_DEVICE: return "device";
   }
   return "unknown";
 }
@@ -305,6 +308,12 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
     req.sampling.repeat_penalty = sp.repeat_penalty;
     req.sampling.repeat_last_n = sp.repeat_last_n;
     req.sampling.seed = sp.seed;
+    if (params->struct_size >= offsetof(guild_generate_params, on_queue) + sizeof(params->on_queue) &&
+        params->on_queue) {
+      auto cb = params->on_queue;
+      void* user = params->user;
+      req.on_queue = [cb, user](int position) { cb(position, user); };
+    }
     if (params->on_token) {
       auto cb = params->on_token;
       void* user = params->user;
@@ -321,10 +330,21 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
       result->prompt_ms = r.prompt_ms;
       result->decode_ms = r.decode_ms;
       result->ttft_ms = r.ttft_ms;
+      if (result->struct_size >= sizeof(guild_generate_result)) {
+        result->queue_ms = r.queue_ms;
+        result->n_drafted = r.n_drafted;
+        result->n_accepted = r.n_accepted;
+      }
     }
     if (r.stop == guild::StopReason::Error) {
       set_error(error, r.error);
-      return r.error.rfind("context full", 0) == 0 ? GUILD_ERR_CONTEXT_FULL : GUILD_ERR_INVALID_ARGUMENT;
+      switch (r.error_kind) {
+        case guild::GenerateError::ContextFull: return GUILD_ERR_CONTEXT_FULL;
+        case guild::GenerateError::QueueFull: return GUILD_ERR_QUEUE_FULL;
+        case guild::GenerateError::NotReady: return GUILD_ERR_NOT_READY;
+        case guild::GenerateError::Device: return GUILD_ERR_DEVICE;
+        default: return GUILD_ERR_INVALID_ARGUMENT;
+      }
     }
     return GUILD_OK;
   }, GUILD_ERR_INTERNAL);
@@ -332,6 +352,29 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
 
 void guild_session_cancel(guild_session* session) {
   if (session) session->impl->cancel();
+}
+
+int32_t guild_model_queue_length(const guild_model* model) {
+  return model ? static_cast<int32_t>(model->impl->queue().size()) : -1;
+}
+
+int32_t guild_model_ready(const guild_model* model) { return model && model->impl->ready() ? 1 : 0; }
+
+char* guild_leases_json(void) {
+  return guarded(nullptr, [&]() -> char* {
+    guild::json::Value arr = guild::json::Value::array();
+    for (const auto& l : guild::LeaseRegistry::instance().all()) {
+      guild::json::Value v = guild::json::Value::object();
+      v.set("provider", l.provider);
+      v.set("holder", l.holder);
+      arr.push_back(std::move(v));
+    }
+    return dup_string(guild::json::serialize(arr));
+  }, nullptr);
+}
+
+void guild_testing_inject_fault(guild_model* model) {
+  if (model) model->impl->inject_fault_for_testing();
 }
 
 }  // extern "C"

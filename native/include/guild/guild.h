@@ -32,6 +32,8 @@ typedef enum guild_status {
   GUILD_ERR_CANCELLED = 7,
   GUILD_ERR_NOT_READY = 8,        /* fail-closed readiness: the model is not valid */
   GUILD_ERR_INTERNAL = 9,
+  GUILD_ERR_QUEUE_FULL = 10,      /* too many generations are already waiting */
+  GUILD_ERR_DEVICE = 11,          /* a device failed mid-generation; the model is no longer ready */
 } guild_status;
 
 typedef struct guild_model guild_model;
@@ -138,6 +140,9 @@ typedef struct guild_generate_params {
   guild_sampling_params sampling;
   guild_token_callback on_token;
   void* user;
+  /* Called (on the waiting thread) with the number of requests ahead while this
+   * one waits for the model; 0 when it starts. May be null. */
+  void (*on_queue)(int32_t position, void* user);
 } guild_generate_params;
 
 GUILD_API guild_generate_params guild_generate_params_default(void);
@@ -151,14 +156,30 @@ typedef struct guild_generate_result {
   double prompt_ms;          /* prefill time */
   double decode_ms;          /* time from first to last generated token */
   double ttft_ms;            /* from call to first token */
+  double queue_ms;           /* time spent waiting for the model */
+  int32_t n_drafted;         /* speculative draft tokens proposed */
+  int32_t n_accepted;        /* of which accepted */
 } guild_generate_result;
 
 /* Generates from the prompt. Blocks; call from a worker thread. */
 GUILD_API guild_status guild_generate(guild_session* session, const guild_generate_params* params,
                                       guild_generate_result* result, char** error);
 
-/* Requests cancellation of the session's running or next generation. Thread-safe. */
+/* Requests cancellation of the session's running or queued generation (or,
+ * if none, of its next one). Thread-safe. */
 GUILD_API void guild_session_cancel(guild_session* session);
+
+/* Generation queue: requests running or waiting on this model. */
+GUILD_API int32_t guild_model_queue_length(const guild_model* model);
+/* Nonzero while the model is valid (fail-closed readiness). */
+GUILD_API int32_t guild_model_ready(const guild_model* model);
+
+/* Who pins which kernel provider: JSON [{"provider":…,"holder":…}, …]. */
+GUILD_API char* guild_leases_json(void);
+
+/* TEST ONLY: the model's next generation fails after its first device work,
+ * as a device error would (readiness then stays false). Never used by the app. */
+GUILD_API void guild_testing_inject_fault(guild_model* model);
 
 #ifdef __cplusplus
 }

@@ -650,6 +650,12 @@ const TensorInfo* ModelFiles::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+uint64_t ModelFiles::file_bytes() const {
+  uint64_t sum = 0;
+  for (const auto& shard : shards_) sum += shard->file_size();
+  return sum;
+}
+
 uint64_t ModelFiles::total_bytes() const {
   uint64_t sum = 0;
   for (const TensorInfo& t : tensors_) sum += t.nbytes;  // each lies in a file, so no wrap in practice

@@ -128,7 +128,8 @@ class ModelFiles {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
   const MetaValue* find(std::string_view key) const { return primary().find(key); }
-  uint64_t total_bytes() const;
+  uint64_t file_bytes() const;  // sum of the shards' file sizes
+  uint64_t total_bytes() const;  // sum of the tensors' data bytes
 
   // Typed metadata reads. They return nullopt when the key is absent and set
   // *error (if given) when present with the wrong type (or, for get_int, a u64

@@ -55,7 +55,7 @@ json::Value inspect_model(const gguf::ModelFiles& files) {
   if (auto name = files.get_string("general.name")) out.set("name", std::string(*name));
   out.set("gguf_version", files.primary().version());
   out.set("n_shards", static_cast<unsigned long long>(files.shards().size()));
-  out.set("file_size", static_cast<unsigned long long>(files.total_bytes()));
+  out.set("file_size", static_cast<unsigned long long>(files.file_bytes()));
 
   uint64_t params = 0, tensor_bytes = 0;
   std::map<std::string, int64_t> by_type;

@@ -41,6 +41,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
   m->path_ = path;
   m->display_name_ = file_name(path);
   m->options_ = options;
+  m->queue_.set_max_waiting(options.max_queued);
   StartupProfile& prof = m->profile_;
   int stage_index = 0;
   auto enter = [&](const char* name) -> StageRecord& {
@@ -99,7 +100,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         std::error_code ec;
         fail(std::filesystem::exists(path, ec) ? LoadErrorKind::Format : LoadErrorKind::Io, err);
       }
-      st.bytes = m->files_->total_bytes();
+      st.bytes = m->files_->file_bytes();
       st.detail.set("format", "gguf");
       st.detail.set("shards", static_cast<long long>(m->files_->shards().size()));
       st.detail.set("tensors", static_cast<long long>(m->files_->tensors().size()));
@@ -134,7 +135,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       model_info.set("path", path);
       model_info.set("name", m->display_name_);
       model_info.set("architecture", m->hp_.arch);
-      model_info.set("file_bytes", static_cast<unsigned long long>(m->files_->total_bytes()));
+      model_info.set("file_bytes", static_cast<unsigned long long>(m->files_->file_bytes()));
       model_info.set("n_layer", m->hp_.n_layer);
       model_info.set("n_expert", m->hp_.n_expert);
       prof.model() = std::move(model_info);

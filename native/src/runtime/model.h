@@ -17,6 +17,7 @@
 #include "models/runner.h"
 #include "models/weights.h"
 #include "runtime/execution_state.h"
+#include "runtime/generation_queue.h"
 #include "runtime/kv_cache.h"
 #include "runtime/leases.h"
 #include "runtime/machine.h"
@@ -32,6 +33,7 @@ struct LoadOptions {
   int n_ctx = 0;            // default session context; 0 = min(train ctx, 4096)
   KvType kv_type = KvType::F16;
   bool pin_threads = true;  // install worker affinity in stage 6
+  size_t max_queued = 64;   // generation requests that may wait behind the running one
   // Called when a stage starts (fraction = stages done / 14) and as bytes
   // are processed; return false to cancel the load.
   std::function<bool(const char* stage, double fraction)> progress;
@@ -57,8 +59,21 @@ class GuildModel {
   const StartupProfile& profile() const { return profile_; }
   const std::string& display_name() const { return display_name_; }
 
-  // One generation at a time per model (seed §2).
-  std::mutex& generation_mutex() const { return generation_mutex_; }
+  // One generation at a time per model, FIFO (seed §2).
+  GenerationQueue& queue() const { return queue_; }
+
+  // Fail-closed readiness (seed §2): cleared when a generation starts and set
+  // again only when it ends cleanly; once false, requests are refused.
+  bool ready() const { return ready_.load(); }
+  const std::string& not_ready_reason() const { return not_ready_reason_; }
+  void begin_device_work() { ready_.store(false); }
+  void end_device_work_ok() { ready_.store(true); }
+  void mark_failed(const std::string& reason) { not_ready_reason_ = reason; ready_.store(false); }
+
+  // Test-only fault hook: makes the next generation fail after its first
+  // device work, as a device error would. Never set in normal runs.
+  void inject_fault_for_testing() { inject_fault_.store(true); }
+  bool take_injected_fault() { return inject_fault_.exchange(false); }
 
  private:
   GuildModel() = default;
@@ -76,7 +91,10 @@ class GuildModel {
   Lease kernel_lease_;
   uint64_t weight_bytes_ = 0;
   StartupProfile profile_;
-  mutable std::mutex generation_mutex_;
+  mutable GenerationQueue queue_;
+  std::atomic<bool> ready_{true};
+  std::atomic<bool> inject_fault_{false};
+  std::string not_ready_reason_;
 };
 
 }  // namespace guild

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 
 namespace guild {
 namespace {
@@ -10,7 +9,7 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-constexpr int kMaxBatch = 512;  // tokens per forward call during prefill
+constexpr int kMaxBatch = 512;  // tokens per forward pass during prefill
 }  // namespace
 
 const char* stop_reason_name(StopReason r) {
@@ -30,32 +29,44 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   s->exec_ = model.execution_state();
   ScopedModelExecution scope(s->exec_.get());
   static std::atomic<uint64_t> next_session_id{1};
-  s->kernel_lease_ = Lease(model.kernels().name, "session " + std::to_string(next_session_id++) + " (model " +
+  s->id_ = next_session_id++;
+  s->kernel_lease_ = Lease(model.kernels().name, "session " + std::to_string(s->id_) + " (model " +
                                                      model.display_name() + ")");
   s->n_ctx_ = n_ctx > 0 ? n_ctx : model.default_n_ctx();
   if (s->n_ctx_ > (1 << 22)) { *error = "context size " + std::to_string(s->n_ctx_) + " is too large"; return nullptr; }
   s->max_batch_ = std::min(kMaxBatch, s->n_ctx_);
-  if (!s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
-                   s->exec_->kv_type) ||
-      !s->scratch_.init(hp, s->max_batch_, s->n_ctx_, model.pool().size())) {
+  s->n_vocab_ = hp.n_vocab;
+  const int scratch_tokens = std::max(s->max_batch_, std::min(kMaxWindow, s->n_ctx_));
+  try {
+    if (!s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
+                     s->exec_->kv_type) ||
+        !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size()))
+      throw std::bad_alloc();
+    s->logits_.resize(static_cast<size_t>(hp.n_vocab));
+    s->window_logits_.resize(static_cast<size_t>(kMaxWindow) * hp.n_vocab);
+    s->window_.reserve(kMaxWindow);
+    s->history_.reserve(static_cast<size_t>(s->n_ctx_));
+  } catch (const std::bad_alloc&) {
     *error = "out of memory allocating a context of " + std::to_string(s->n_ctx_) + " tokens";
     return nullptr;
   }
-  s->logits_.resize(static_cast<size_t>(hp.n_vocab));
-  s->history_.reserve(static_cast<size_t>(s->n_ctx_));
   return s;
 }
 
-bool GuildSession::check_tokens(std::span<const int32_t> tokens, std::string* error) const {
-  const int32_t n_vocab = model_.hparams().n_vocab;
+void GuildSession::cancel() {
+  cancel_.store(true, std::memory_order_relaxed);
+  model_.queue().poke();
+}
+
+bool GuildSession::check_tokens(std::span<const int32_t> tokens, size_t base, std::string* error) const {
   for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab) {
-      *error = "token id " + std::to_string(t) + " is out of range (vocabulary has " + std::to_string(n_vocab) + " tokens)";
+    if (t < 0 || t >= n_vocab_) {
+      *error = "token id " + std::to_string(t) + " is out of range (vocabulary has " + std::to_string(n_vocab_) + " tokens)";
       return false;
     }
   }
-  if (history_.size() + tokens.size() > static_cast<size_t>(n_ctx_)) {
-    *error = "context full: " + std::to_string(history_.size() + tokens.size()) + " tokens exceed the context of " +
+  if (base + tokens.size() > static_cast<size_t>(n_ctx_)) {
+    *error = "context full: " + std::to_string(base + tokens.size()) + " tokens exceed the context of " +
              std::to_string(n_ctx_);
     return false;
   }
@@ -65,26 +76,52 @@ bool GuildSession::check_tokens(std::span<const int32_t> tokens, std::string* er
 bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
   const GuildModel& m = model_;
   DecoderContext ctx{m.hparams(), m.weights(), m.kernels(), m.pool(), kv_, scratch_};
-  const int64_t n_vocab = m.hparams().n_vocab;
   size_t done = 0;
   while (done < tokens.size()) {
     if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
-    const int n = static_cast<int>(std::min<size_t>(tokens.size() - done, static_cast<size_t>(max_batch_)));
+    const int n = static_cast<int>(std::min<size_t>(tokens.size() - done, static_cast<size_t>(scratch_.max_tokens)));
     const bool last_chunk = done + n == tokens.size();
-    float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab : logits_.data();
+    float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
     decoder_forward(ctx, tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr);
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     if (all_logits && last_chunk)
-      std::copy(out + static_cast<int64_t>(n - 1) * n_vocab, out + static_cast<int64_t>(n) * n_vocab, logits_.begin());
+      std::copy(out + static_cast<int64_t>(n - 1) * n_vocab_, out + static_cast<int64_t>(n) * n_vocab_, logits_.begin());
     done += n;
+  }
+  return true;
+}
+
+void GuildSession::verify_window(std::span<const int32_t> window) {
+  forward(window, window_logits_.data(), false);
+}
+
+bool GuildSession::take_turn(const std::function<void(int)>& on_queue, uint64_t* ticket, GenerateResult* res) {
+  *ticket = model_.queue().enqueue();
+  if (*ticket == 0) {
+    res->stop = StopReason::Error;
+    res->error_kind = GenerateError::QueueFull;
+    res->error = "queue full: too many requests are waiting for this model";
+    return false;
+  }
+  if (!model_.queue().wait_turn(*ticket, cancel_, on_queue)) {
+    res->stop = StopReason::Cancel;
+    return false;
   }
   return true;
 }
 
 bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error) {
   if (tokens.empty()) { *error = "no tokens to evaluate"; return false; }
-  std::lock_guard<std::mutex> lock(model_.generation_mutex());
-  if (!check_tokens(tokens, error)) return false;
+  GenerateResult res;
+  uint64_t ticket = 0;
+  if (!take_turn(nullptr, &ticket, &res)) {
+    *error = res.stop == StopReason::Cancel ? "cancelled while queued" : res.error;
+    cancel_.store(false);
+    return false;
+  }
+  QueueTurn turn(model_.queue(), ticket);
+  if (!model_.ready()) { *error = "model is not ready: " + model_.not_ready_reason(); return false; }
+  if (!check_tokens(tokens, history_.size(), error)) return false;
   ScopedModelExecution scope(exec_.get());
   forward(tokens, all_rows ? logits : nullptr, false);
   if (!all_rows) std::copy(logits_.begin(), logits_.end(), logits);
@@ -94,23 +131,36 @@ bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* l
 GenerateResult GuildSession::generate(const GenerateRequest& req) {
   GenerateResult res;
   const auto t_start = Clock::now();
-  std::lock_guard<std::mutex> lock(model_.generation_mutex());
-  // A cancel requested before the lock was ours applies to this generation;
-  // the flag is cleared when the generation ends.
+  // A cancel requested before our turn applies to this generation; the flag
+  // is cleared when the generation ends, whichever way.
   struct ClearCancel { std::atomic<bool>& f; ~ClearCancel() { f.store(false); } } clear_cancel{cancel_};
+  auto fail = [&res](GenerateError kind, std::string msg) {
+    res.stop = StopReason::Error;
+    res.error_kind = kind;
+    res.error = std::move(msg);
+    return res;
+  };
+  if (req.prompt.empty()) return fail(GenerateError::InvalidArgument, "empty prompt");
+  if (req.max_new_tokens < 0) return fail(GenerateError::InvalidArgument, "max_new_tokens is negative");
+  if (req.drafter.draft && (req.drafter.max_drafts < 0 || req.drafter.max_drafts >= kMaxWindow))
+    return fail(GenerateError::InvalidArgument, "drafter proposes too many tokens per window");
+  {
+    std::string err;
+    if (!check_tokens(req.prompt, 0, &err))
+      return fail(err.rfind("context full", 0) == 0 ? GenerateError::ContextFull : GenerateError::InvalidArgument, err);
+  }
+
+  uint64_t ticket = 0;
+  if (!take_turn(req.on_queue, &ticket, &res)) return res;
+  QueueTurn turn(model_.queue(), ticket);
+  res.queue_ms = ms_since(t_start);
+  // Fail-closed readiness: refuse on a model a previous failure left invalid;
+  // clear it for the duration of our device work.
+  if (!model_.ready()) return fail(GenerateError::NotReady, "model is not ready: " + model_.not_ready_reason());
+  model_.begin_device_work();
+
   ScopedModelExecution scope(exec_.get());
   const Vocab& vocab = model_.vocab();
-  const int32_t n_vocab = model_.hparams().n_vocab;
-
-  if (req.prompt.empty()) { res.stop = StopReason::Error; res.error = "empty prompt"; return res; }
-  {
-    std::vector<int32_t> none;
-    history_.swap(none);  // validate against an empty context: the prompt replaces history
-    std::string err;
-    const bool ok = check_tokens(req.prompt, &err);
-    history_.swap(none);
-    if (!ok) { res.stop = StopReason::Error; res.error = err; return res; }
-  }
 
   // Prefix reuse: keep the cached KV of the longest common prefix, but always
   // leave the prompt's last token to be fed by the decode loop (seed §3).
@@ -123,28 +173,66 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   const auto t_prefill = Clock::now();
   std::span<const int32_t> to_prefill = req.prompt.subspan(reuse, req.prompt.size() - 1 - reuse);
   res.n_prompt = static_cast<int>(to_prefill.size()) + 1;
-  if (!forward(to_prefill, nullptr, true)) { res.stop = StopReason::Cancel; res.prompt_ms = ms_since(t_prefill); return res; }
+  if (!forward(to_prefill, nullptr, true)) {
+    res.stop = StopReason::Cancel;
+    res.prompt_ms = ms_since(t_prefill);
+    model_.end_device_work_ok();
+    return res;
+  }
+  if (model_.take_injected_fault()) {
+    model_.mark_failed("a device error occurred during generation (injected by a test)");
+    return fail(GenerateError::Device, "device failure during generation; the model must be reloaded");
+  }
 
   std::vector<int32_t> recent(req.prompt.begin(), req.prompt.end());
-  Sampler sampler(req.sampling, n_vocab);
-  int32_t next_input = req.prompt.back();
+  recent.reserve(recent.size() + static_cast<size_t>(req.max_new_tokens));
+  Sampler sampler(req.sampling, n_vocab_);
+  int32_t last = req.prompt.back();
   Clock::time_point t_first{};
+  int32_t drafts[kMaxWindow];
   res.stop = StopReason::Length;
-  for (int step = 0; step < req.max_new_tokens; ++step) {
+  bool done = res.tokens.size() >= static_cast<size_t>(req.max_new_tokens);
+  while (!done) {
     if (cancel_.load(std::memory_order_relaxed)) { res.stop = StopReason::Cancel; break; }
-    if (history_.size() >= static_cast<size_t>(n_ctx_)) { res.stop = StopReason::Context; break; }
-    // A window of T = 1 (no drafter yet): run the last accepted token.
-    forward(std::span<const int32_t>(&next_input, 1), nullptr, false);
-    if (step == 0) res.prompt_ms = ms_since(t_prefill);
-    const int32_t tok = sampler.sample(logits_.data(), recent);
-    if (step == 0) { t_first = Clock::now(); res.ttft_ms = ms_since(t_start); }
-    if (!req.ignore_eog && vocab.is_eog(tok)) { res.stop = StopReason::Eos; break; }
-    res.tokens.push_back(tok);
-    recent.push_back(tok);
-    next_input = tok;
-    if (req.on_token && !req.on_token(tok, vocab.token_to_piece(tok, false))) { res.stop = StopReason::Cancel; break; }
+    const size_t room = static_cast<size_t>(n_ctx_) - history_.size();
+    if (room == 0) { res.stop = StopReason::Context; break; }
+    // Window: the last accepted token plus up to T-1 drafts (T = 1 without a drafter).
+    int n_drafts = 0;
+    if (req.drafter.draft) {
+      const int max_d = static_cast<int>(std::min<size_t>({static_cast<size_t>(req.drafter.max_drafts), room - 1,
+                                                            static_cast<size_t>(req.max_new_tokens) - res.tokens.size()}));
+      if (max_d > 0) n_drafts = std::clamp(req.drafter.draft(req.drafter.ctx, history_, last, max_d, drafts), 0, max_d);
+    }
+    window_.assign(1, last);
+    window_.insert(window_.end(), drafts, drafts + n_drafts);
+    const int base = static_cast<int>(history_.size());
+    verify_window(window_);
+    res.n_drafted += n_drafts;
+    if (res.tokens.empty()) res.prompt_ms = ms_since(t_prefill);
+
+    // Accept the target's token after each window position while the draft
+    // there agrees with it: the longest prefix equal to greedy decode.
+    int accepted = 0;
+    for (int i = 0; i <= n_drafts && !done; ++i) {
+      float* row = window_logits_.data() + static_cast<size_t>(i) * n_vocab_;
+      const int32_t tok = sampler.sample(row, recent);
+      ++accepted;
+      if (res.tokens.empty()) { t_first = Clock::now(); res.ttft_ms = ms_since(t_start); }
+      if (!req.ignore_eog && vocab.is_eog(tok)) { res.stop = StopReason::Eos; done = true; break; }
+      res.tokens.push_back(tok);
+      recent.push_back(tok);
+      last = tok;
+      if (req.on_token && !req.on_token(tok, vocab.token_to_piece(tok, false))) { res.stop = StopReason::Cancel; done = true; break; }
+      if (res.tokens.size() >= static_cast<size_t>(req.max_new_tokens)) { done = true; break; }
+      if (i < n_drafts && drafts[i] != tok) break;  // draft i rejected
+      if (i < n_drafts) ++res.n_accepted;
+    }
+    // Keep the window rows whose inputs were right: the last accepted token
+    // and the accepted drafts. Rejected drafts' KV rows are dropped.
+    commit(base, accepted);
   }
   if (t_first != Clock::time_point{}) res.decode_ms = ms_since(t_first);
+  model_.end_device_work_ok();
   return res;
 }
 

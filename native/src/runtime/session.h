@@ -1,6 +1,9 @@
 // GuildSession: a handle on one model with its own KV cache and token history
-// (seed §2). Generation is serialised per model by the model's generation
-// mutex. A request's prompt that starts with the cached history reuses it.
+// (seed §2). Requests queue on the model's GenerationQueue (one generation at
+// a time). A prompt that starts with the cached history reuses that prefix.
+// Decode runs speculative windows: the last accepted token plus up to T-1
+// drafts; the verifier runs the window, the longest prefix equal to the
+// target's choices is accepted, and commit() drops the rejected suffix.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,20 +24,38 @@ namespace guild {
 enum class StopReason { Eos, Length, Context, Cancel, Error };
 const char* stop_reason_name(StopReason r);
 
+enum class GenerateError { None, InvalidArgument, ContextFull, QueueFull, NotReady, Device };
+
+// A source of draft tokens for speculative windows. Plain function pointer +
+// context (no virtual dispatch in the decode loop). draft() writes up to
+// max_drafts proposals for the tokens following `last` and returns how many.
+struct DraftSource {
+  int (*draft)(void* ctx, std::span<const int32_t> history, int32_t last, int max_drafts, int32_t* out) = nullptr;
+  void* ctx = nullptr;
+  int max_drafts = 0;  // T - 1
+};
+
 struct GenerateRequest {
   std::span<const int32_t> prompt;
   int max_new_tokens = 256;
   SamplingParams sampling;
   bool ignore_eog = false;  // benchmarks: run max_new_tokens steps regardless
+  DraftSource drafter;      // none: T = 1
   // Called per generated token with its piece bytes; return false to stop.
   std::function<bool(int32_t token, const std::string& piece)> on_token;
+  // Called while queued with the number of requests ahead (0 = started).
+  std::function<void(int position)> on_queue;
 };
 
 struct GenerateResult {
   StopReason stop = StopReason::Length;
+  GenerateError error_kind = GenerateError::None;
   std::vector<int32_t> tokens;
   int n_prompt = 0;      // prompt tokens actually prefilled
   int n_reused = 0;      // prompt tokens served from the cache
+  int n_drafted = 0;     // draft tokens proposed
+  int n_accepted = 0;    // draft tokens accepted
+  double queue_ms = 0;   // time spent waiting for the model
   double prompt_ms = 0;  // prefill wall time
   double decode_ms = 0;  // first to last generated token
   double ttft_ms = 0;    // request start to first token
@@ -47,36 +68,56 @@ class GuildSession {
   static std::unique_ptr<GuildSession> create(GuildModel& model, int n_ctx, std::string* error);
 
   GuildModel& model() const { return model_; }
+  uint64_t id() const { return id_; }
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return static_cast<int>(history_.size()); }
   const std::vector<int32_t>& history() const { return history_; }
+  const KvCache& kv() const { return kv_; }
   void reset() { history_.clear(); }
 
   // Appends tokens (prefill) and writes logits (all rows, or the last).
-  // Returns false with *error on invalid ids or a full context.
+  // Queues like a generation. Returns false with *error on invalid ids, a full
+  // context or queue, or a model that is not ready.
   bool eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error);
 
   GenerateResult generate(const GenerateRequest& req);
 
-  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  // Cancels the running generation (within one decode step or one prefill
+  // chunk) or leaves the queue. Thread-safe.
+  void cancel();
+
+  // The verifier's pieces, public for tests: run a window of tokens at the end
+  // of the history (all rows of logits into window_logits), then keep only
+  // the first `keep` of them.
+  void verify_window(std::span<const int32_t> window);
+  void commit(int base, int keep) { history_.resize(static_cast<size_t>(base + keep)); }
+  const float* window_logits(int row) const { return window_logits_.data() + static_cast<size_t>(row) * n_vocab_; }
 
  private:
   explicit GuildSession(GuildModel& model) : model_(model) {}
-  bool check_tokens(std::span<const int32_t> tokens, std::string* error) const;
-  // Runs tokens through the model in batches; logits of the last token go to
-  // `last_logits` and, when all_rows, every row to `all_logits`.
+  bool check_tokens(std::span<const int32_t> tokens, size_t base, std::string* error) const;
+  // Runs tokens through the model in batches of at most max_batch_; logits of
+  // the last token go to logits_ and, when all_logits is set, every row there.
   bool forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel);
+  // Waits for this session's turn; fills res on failure.
+  bool take_turn(const std::function<void(int)>& on_queue, uint64_t* ticket, GenerateResult* res);
 
   GuildModel& model_;
   std::shared_ptr<const ModelExecutionState> exec_;
   Lease kernel_lease_;
+  uint64_t id_ = 0;
   int n_ctx_ = 0;
   int max_batch_ = 0;
+  int n_vocab_ = 0;
   KvCache kv_;
   DecoderScratch scratch_;
   std::vector<int32_t> history_;
-  std::vector<float> logits_;  // [n_vocab] last row
+  std::vector<float> logits_;         // [n_vocab] last row
+  std::vector<float> window_logits_;  // [kMaxWindow][n_vocab]
+  std::vector<int32_t> window_;       // scratch: the window's tokens
   std::atomic<bool> cancel_{false};
 };
+
+inline constexpr int kMaxWindow = 16;  // T: last accepted token + up to 15 drafts
 
 }  // namespace guild
