@@ -21,7 +21,7 @@ namespace {
 
 const char* kUsage =
     "usage: guild-bench --model PATH [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--reps 3]\n"
-    "                   [--ctx N] [--kv f16|f32] [--seed S]\n";
+    "                   [--ctx N] [--kv f16|f32] [--profile-out FILE] [--seed S]\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -42,7 +42,7 @@ double peak_rss_bytes() {
 
 int main(int argc, char** argv) {
   tools::Args args;
-  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed"}, {},
+  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out"}, {},
                   kUsage))
     return 2;
   if (!args.has("model")) { std::fprintf(stderr, "%s", kUsage); return 2; }
@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
   const auto t_load = std::chrono::steady_clock::now();
   auto model = GuildModel::load(args.get("model"), opt, &err);
   if (!model) tools::die(err);
+  if (args.has("profile-out")) {
+    FILE* pf = std::fopen(args.get("profile-out").c_str(), "wb");
+    const std::string text = json::serialize(model->profile().to_json(), true);
+    if (!pf || std::fwrite(text.data(), 1, text.size(), pf) != text.size()) tools::die("cannot write " + args.get("profile-out"));
+    std::fclose(pf);
+  }
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
 
   // A random prompt of regular tokens (no control tokens, so nothing stops early).

@@ -16,9 +16,9 @@ using namespace guild;
 
 int main(int argc, char** argv) {
   const char* usage = "usage: guild-eval --model PATH (--prompt-tokens IDS | --text TEXT) [--logits-out FILE] "
-                      "[--n-predict N] [--threads N] [--kv f16|f32]\n";
+                      "[--n-predict N] [--threads N] [--kv f16|f32] [--profile-out FILE]\n";
   tools::Args args;
-  if (!args.parse(argc, argv, {"model", "prompt-tokens", "text", "logits-out", "n-predict", "threads", "kv"}, {}, usage))
+  if (!args.parse(argc, argv, {"model", "prompt-tokens", "text", "logits-out", "n-predict", "threads", "kv", "profile-out"}, {}, usage))
     return 2;
   if (!args.has("model") || (!args.has("prompt-tokens") && !args.has("text"))) { std::fprintf(stderr, "%s", usage); return 2; }
   LoadOptions opt;
@@ -27,6 +27,12 @@ int main(int argc, char** argv) {
   std::string err;
   auto model = GuildModel::load(args.get("model"), opt, &err);
   if (!model) tools::die(err);
+  if (args.has("profile-out")) {
+    FILE* pf = std::fopen(args.get("profile-out").c_str(), "wb");
+    const std::string text = json::serialize(model->profile().to_json(), true);
+    if (!pf || std::fwrite(text.data(), 1, text.size(), pf) != text.size()) tools::die("cannot write " + args.get("profile-out"));
+    std::fclose(pf);
+  }
   std::vector<int32_t> prompt;
   if (args.has("prompt-tokens")) for (int t : args.get_int_list("prompt-tokens")) prompt.push_back(t);
   else prompt = model->vocab().tokenize(args.get("text"), true, true);
