@@ -18,6 +18,13 @@ Napi::Value AbiVersion(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), guild_abi_version());
 }
 
+// leases() -> JSON string: which holder pins which kernel provider.
+Napi::Value Leases(const Napi::CallbackInfo& info) {
+  char* json = guild_leases_json();
+  if (json == nullptr) throw Napi::Error::New(info.Env(), "guild_leases_json failed");
+  return Napi::String::New(info.Env(), TakeString(json));
+}
+
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
@@ -35,6 +42,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("loadModel", Napi::Function::New<LoadModel>(env, "loadModel"));
   exports.Set("inspect", Napi::Function::New<Inspect>(env, "inspect"));
   exports.Set("abiVersion", Napi::Function::New<AbiVersion>(env, "abiVersion"));
+  exports.Set("leases", Napi::Function::New<Leases>(env, "leases"));
   exports.Set("compiledAbiVersion", Napi::Number::New(env, GUILD_ABI_VERSION));
   return exports;
 }

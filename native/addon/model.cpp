@@ -106,15 +106,25 @@ class LoadModelWorker : public PromiseWorker {
   }
 
   void Finish(Napi::Env env) override {
-    abort_.Detach();
     if (has_progress_) {
       DeliverProgress(env, on_progress_.Value(), *state_);  // all progress reaches JS before the promise settles
       progress_.Release();
       has_progress_ = false;
     }
+    abort_.Detach();  // after the drain: onProgress may abort
   }
 
-  Napi::Value Result(Napi::Env env) override { return AddonModel::NewInstance(env, model_); }
+  Napi::Value Result(Napi::Env env) override {
+    if (state_->abort.load()) {  // aborted after the load finished but before it was delivered
+      model_.reset();
+      std::lock_guard<std::mutex> lock(state_->mu);
+      Napi::Error error = Napi::Error::New(
+          env, state_->callback_error.empty() ? "model load was aborted" : state_->callback_error);
+      error.Set("code", Napi::String::New(env, guild_status_name(GUILD_ERR_CANCELLED)));
+      throw error;
+    }
+    return AddonModel::NewInstance(env, model_);
+  }
 
  private:
   // Runs on the loading thread. Returning nonzero cancels the load.
@@ -198,6 +208,9 @@ Napi::Function AddonModel::Define(Napi::Env env) {
   return DefineClass(env, "Model",
                      {
                          InstanceMethod<&AddonModel::Info>("info"),
+                         InstanceMethod<&AddonModel::Profile>("profile"),
+                         InstanceAccessor<&AddonModel::GetReady>("ready"),
+                         InstanceAccessor<&AddonModel::GetQueueLength>("queueLength"),
                          InstanceAccessor<&AddonModel::GetVocabSize>("vocabSize"),
                          InstanceAccessor<&AddonModel::GetTrainContextSize>("trainContextSize"),
                          InstanceAccessor<&AddonModel::GetBosToken>("bosToken"),
@@ -235,6 +248,20 @@ Napi::Value AddonModel::Info(const Napi::CallbackInfo& info) {
   char* json = guild_model_info_json(Handle(info.Env())->model);
   if (json == nullptr) throw Napi::Error::New(info.Env(), "guild_model_info_json failed");
   return Napi::String::New(info.Env(), TakeString(json));
+}
+
+Napi::Value AddonModel::Profile(const Napi::CallbackInfo& info) {
+  char* json = guild_model_profile_json(Handle(info.Env())->model);
+  if (json == nullptr) throw Napi::Error::New(info.Env(), "guild_model_profile_json failed");
+  return Napi::String::New(info.Env(), TakeString(json));
+}
+
+Napi::Value AddonModel::GetReady(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), guild_model_ready(Handle(info.Env())->model) != 0);
+}
+
+Napi::Value AddonModel::GetQueueLength(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), guild_model_queue_length(Handle(info.Env())->model));
 }
 
 Napi::Value AddonModel::GetVocabSize(const Napi::CallbackInfo& info) {

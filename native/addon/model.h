@@ -20,6 +20,9 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
   const ModelPtr& Handle(Napi::Env env) const;
 
   Napi::Value Info(const Napi::CallbackInfo& info);
+  Napi::Value Profile(const Napi::CallbackInfo& info);
+  Napi::Value GetReady(const Napi::CallbackInfo& info);
+  Napi::Value GetQueueLength(const Napi::CallbackInfo& info);
   Napi::Value GetVocabSize(const Napi::CallbackInfo& info);
   Napi::Value GetTrainContextSize(const Napi::CallbackInfo& info);
   Napi::Value GetBosToken(const Napi::CallbackInfo& info);

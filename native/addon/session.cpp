@@ -59,7 +59,8 @@ struct TokenQueue {
   std::vector<int32_t> ids;
   std::vector<std::string> pieces;
   bool scheduled = false;     // a delivery call is queued
-  bool failed = false;        // onTokens threw: deliver nothing more, stop generating
+  bool failed = false;        // onTokens/onQueue threw: deliver nothing more, stop generating
+  bool settled = false;       // the promise settled: late queue-position calls are dropped
   std::string callback_error;
   std::shared_ptr<std::atomic<bool>> cancel;  // the generation's cancel flag
 };
@@ -92,6 +93,9 @@ class GenerateWorker : public PromiseWorker {
     if (!(s.min_p >= 0 && s.min_p <= 1)) throw Napi::RangeError::New(env, "options.minP must be in [0, 1]");
     if (!(s.repeat_penalty > 0)) throw Napi::RangeError::New(env, "options.repeatPenalty must be > 0");
     if (!on_tokens.IsFunction()) throw Napi::TypeError::New(env, "onTokens must be a function");
+    Napi::Value on_queue = options.Get("onQueue");
+    bool want_queue = !on_queue.IsUndefined() && !on_queue.IsNull();
+    if (want_queue && !on_queue.IsFunction()) throw Napi::TypeError::New(env, "options.onQueue must be a function");
 
     claim_ = std::make_unique<BusyClaim>(env, session_, cancel_);
     SessionPtr session = session_;
@@ -100,6 +104,10 @@ class GenerateWorker : public PromiseWorker {
     // Last: nothing after this may throw, or the thread-safe function would leak.
     on_tokens_ = Napi::Persistent(on_tokens.As<Napi::Function>());
     tsfn_ = Napi::ThreadSafeFunction::New(env, on_tokens.As<Napi::Function>(), "guild:tokens", 0, 1);
+    if (want_queue) {
+      queue_tsfn_ = Napi::ThreadSafeFunction::New(env, on_queue.As<Napi::Function>(), "guild:queue", 0, 1);
+      has_queue_tsfn_ = true;
+    }
   }
 
  protected:
@@ -119,6 +127,7 @@ class GenerateWorker : public PromiseWorker {
     params_.prompt = prompt_.data();
     params_.n_prompt = static_cast<int32_t>(prompt_.size());
     params_.on_token = &GenerateWorker::OnToken;
+    params_.on_queue = has_queue_tsfn_ ? &GenerateWorker::OnQueue : nullptr;
     params_.user = this;
 
     char* error = nullptr;
@@ -142,7 +151,15 @@ class GenerateWorker : public PromiseWorker {
   void Finish(Napi::Env env) override {
     abort_.Detach();
     Deliver(env, on_tokens_.Value(), *queue_);  // every token reaches JS before the promise settles
+    {
+      std::lock_guard<std::mutex> lock(queue_->mu);
+      queue_->settled = true;
+    }
     tsfn_.Release();
+    if (has_queue_tsfn_) {
+      queue_tsfn_.Release();
+      has_queue_tsfn_ = false;
+    }
     if (claim_) claim_->Release();
   }
 
@@ -159,6 +176,9 @@ class GenerateWorker : public PromiseWorker {
     out.Set("promptMs", result_.prompt_ms);
     out.Set("decodeMs", result_.decode_ms);
     out.Set("ttftMs", result_.ttft_ms);
+    out.Set("queueMs", result_.queue_ms);
+    out.Set("nDrafted", result_.n_drafted);
+    out.Set("nAccepted", result_.n_accepted);
     return out;
   }
 
@@ -200,6 +220,28 @@ class GenerateWorker : public PromiseWorker {
     return self->cancel_->load() ? 1 : 0;
   }
 
+  // Waiting thread: the number of requests ahead of this one (0 when it starts).
+  static void OnQueue(int32_t position, void* user) {
+    auto* self = static_cast<GenerateWorker*>(user);
+    std::shared_ptr<TokenQueue> queue = self->queue_;
+    self->queue_tsfn_.NonBlockingCall([queue, position](Napi::Env env, Napi::Function fn) {
+      if (env == nullptr || fn.IsEmpty()) return;
+      {
+        std::lock_guard<std::mutex> lock(queue->mu);
+        if (queue->settled || queue->failed) return;
+      }
+      Napi::HandleScope scope(env);
+      try {
+        fn.Call({Napi::Number::New(env, position)});
+      } catch (const Napi::Error& e) {
+        std::lock_guard<std::mutex> lock(queue->mu);
+        queue->failed = true;
+        queue->callback_error = "onQueue threw: " + e.Message();
+        if (queue->cancel) queue->cancel->store(true);
+      }
+    });
+  }
+
   // JS thread: hands every queued token to onTokens(ids, pieces).
   static void Deliver(Napi::Env env, Napi::Function fn, TokenQueue& queue) {
     std::vector<int32_t> ids;
@@ -238,6 +280,8 @@ class GenerateWorker : public PromiseWorker {
   AbortListener abort_;
   Napi::FunctionReference on_tokens_;
   Napi::ThreadSafeFunction tsfn_;
+  Napi::ThreadSafeFunction queue_tsfn_;
+  bool has_queue_tsfn_ = false;
 };
 
 class EvalWorker : public PromiseWorker {

@@ -18,8 +18,10 @@ class AddonSession : public Napi::ObjectWrap<AddonSession> {
  private:
   const SessionPtr& Handle(Napi::Env env) const;
 
-  // generate(prompt: Int32Array, options, onTokens(ids: Int32Array, pieces: Buffer[]), signal?)
-  //   -> Promise<{stopReason, nPrompt, nReused, nGenerated, promptMs, decodeMs, ttftMs}>
+  // generate(prompt: Int32Array, options (sampling, maxNewTokens, onQueue(position)),
+  //          onTokens(ids: Int32Array, pieces: Buffer[]), signal?)
+  //   -> Promise<{stopReason, nPrompt, nReused, nGenerated, promptMs, decodeMs, ttftMs,
+  //               queueMs, nDrafted, nAccepted}>
   Napi::Value Generate(const Napi::CallbackInfo& info);
   // eval(tokens: Int32Array, allRows: boolean) -> Promise<Float32Array>
   Napi::Value Eval(const Napi::CallbackInfo& info);

@@ -35,19 +35,6 @@ void set_error(char** error, const std::string& msg) {
   if (error) *error = dup_string(msg);
 }
 
-guild_status status_of(guild::LoadErrorKind k) {
-  switch (k) {
-    case guild::LoadErrorKind::None: return GUILD_OK;
-    case guild::LoadErrorKind::Io: return GUILD_ERR_IO;
-    case guild::LoadErrorKind::Format: return GUILD_ERR_FORMAT;
-    case guild::LoadErrorKind::Unsupported: return GUILD_ERR_UNSUPPORTED;
-    case guild::LoadErrorKind::OutOfMemory: return GUILD_ERR_OUT_OF_MEMORY;
-    case guild::LoadErrorKind::Cancelled: return GUILD_ERR_CANCELLED;
-    case guild::LoadErrorKind::InvalidArgument: return GUILD_ERR_INVALID_ARGUMENT;
-  }
-  return GUILD_ERR_INTERNAL;
-}
-
 template <typename Fn>
 auto guarded(char** error, Fn&& fn, decltype(fn()) on_fail) -> decltype(fn()) {
   try {
@@ -195,7 +182,8 @@ int32_t guild_tokenize(const guild_model* model, const char* text, size_t text_l
                                              parse_special != 0);
     if (ids.size() > static_cast<size_t>(INT32_MAX)) return -1;
     const int32_t n = static_cast<int32_t>(ids.size());
-    std::memcpy(tokens, ids.data(), sizeof(int32_t) * static_cast<size_t>(std::min(n, capacity)));
+    const int32_t copy = std::min(n, capacity);
+    if (copy > 0) std::memcpy(tokens, ids.data(), sizeof(int32_t) * static_cast<size_t>(copy));
     return n;
   }, -1);
 }

@@ -1,0 +1,106 @@
+// Options of the runtime wrappers, each with its default as a named constant.
+
+/** KV cache element type. */
+export type KvCacheType = "f16" | "f32";
+
+export interface LoadModelOptions {
+  /** CPU worker threads. Defaults to {@link defaultThreads} (0 = every physical core). */
+  threads?: number;
+  /**
+   * Default context size of sessions made from this model, in tokens.
+   * Defaults to {@link defaultContextSize} (0 = min(the model's training context, 4096)).
+   */
+  contextSize?: number;
+  /** KV cache precision. Defaults to {@link defaultKvCacheType}. */
+  kvCacheType?: KvCacheType;
+  /** Called on the JS thread as each load stage advances (`fraction` is 0..1 within the load). */
+  onProgress?: (stage: string, fraction: number) => void;
+  /** Aborts the load; the promise then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export const defaultThreads = 0 satisfies NonNullable<LoadModelOptions["threads"]>;
+export const defaultContextSize = 0 satisfies NonNullable<LoadModelOptions["contextSize"]>;
+export const defaultKvCacheType = "f16" satisfies NonNullable<LoadModelOptions["kvCacheType"]>;
+
+export interface SessionOptions {
+  /** Context size in tokens. Defaults to the model's default ({@link LoadModelOptions.contextSize}). */
+  contextSize?: number;
+}
+
+/** One generated token as it is streamed. */
+export interface GeneratedToken {
+  id: number;
+  /** The token's bytes; a multi-byte character may be split across tokens. */
+  piece: Uint8Array;
+}
+
+export interface GenerateOptions {
+  /**
+   * Most tokens to generate. Defaults to {@link defaultMaxNewTokens}: no limit of its
+   * own (generation still stops at end-of-generation or when the context is full).
+   */
+  maxNewTokens?: number;
+  /** Sampling temperature; 0 is greedy (ties go to the lowest id). Defaults to {@link defaultTemperature}. */
+  temperature?: number;
+  /** Keep only the k most likely tokens; 0 is off. Defaults to {@link defaultTopK}. */
+  topK?: number;
+  /** Nucleus sampling mass; 1 is off. Defaults to {@link defaultTopP}. */
+  topP?: number;
+  /** Drop tokens below minP x the top probability; 0 is off. Defaults to {@link defaultMinP}. */
+  minP?: number;
+  /** Penalty for repeating recent tokens; 1 is off. Defaults to {@link defaultRepeatPenalty}. */
+  repeatPenalty?: number;
+  /** How many recent tokens repeatPenalty looks at. Defaults to {@link defaultRepeatLastN}. */
+  repeatLastN?: number;
+  /** Sampler seed. Defaults to a random seed per call. */
+  seed?: number | bigint;
+  /** Called for every generated token, in order, before the promise resolves. */
+  onToken?: (token: GeneratedToken) => void;
+  /**
+   * Called while the request waits for the model (one generation runs at a time
+   * per model) with the number of requests ahead of it, and with 0 when it starts.
+   */
+  onQueuePosition?: (position: number) => void;
+  /** Cancels the generation: the promise resolves with stopReason "cancel". */
+  signal?: AbortSignal;
+}
+
+export const unlimitedTokens = -1;
+export const defaultMaxNewTokens = unlimitedTokens satisfies NonNullable<GenerateOptions["maxNewTokens"]>;
+export const defaultTemperature = 0.8 satisfies NonNullable<GenerateOptions["temperature"]>;
+export const defaultTopK = 40 satisfies NonNullable<GenerateOptions["topK"]>;
+export const defaultTopP = 0.95 satisfies NonNullable<GenerateOptions["topP"]>;
+export const defaultMinP = 0.05 satisfies NonNullable<GenerateOptions["minP"]>;
+export const defaultRepeatPenalty = 1 satisfies NonNullable<GenerateOptions["repeatPenalty"]>;
+export const defaultRepeatLastN = 64 satisfies NonNullable<GenerateOptions["repeatLastN"]>;
+
+export type StopReason = "eos" | "length" | "context" | "cancel";
+
+export interface GenerateResult {
+  stopReason: StopReason;
+  /** The generated token ids, in order. */
+  tokens: number[];
+  /** Prompt tokens that were computed (the rest came from the session's cache). */
+  promptTokensComputed: number;
+  /** Prompt tokens served from the session's cache. */
+  promptTokensReused: number;
+  /** Prefill time in ms. */
+  promptMs: number;
+  /** Time from the first to the last generated token, in ms. */
+  decodeMs: number;
+  /** Time from the call to the first generated token, in ms. */
+  ttftMs: number;
+  /** Time spent waiting for the model, in ms. */
+  queueMs: number;
+  /** Speculative draft tokens proposed, and how many of them were accepted. */
+  draftTokens: number;
+  acceptedDraftTokens: number;
+}
+
+export interface EvalOptions {
+  /** Return one row of logits per input token instead of only the last. Defaults to {@link defaultEvalAllRows}. */
+  allRows?: boolean;
+}
+
+export const defaultEvalAllRows = false satisfies NonNullable<EvalOptions["allRows"]>;

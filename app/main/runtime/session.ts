@@ -1,0 +1,104 @@
+// A conversation's state on the runtime: KV cache and token history.
+import { randomInt } from "node:crypto";
+
+import type { NativeSession } from "./native-types.js";
+import {
+  defaultEvalAllRows,
+  defaultMaxNewTokens,
+  defaultMinP,
+  defaultRepeatLastN,
+  defaultRepeatPenalty,
+  defaultTemperature,
+  defaultTopK,
+  defaultTopP,
+  type EvalOptions,
+  type GenerateOptions,
+  type GenerateResult,
+} from "./options.js";
+
+const int32Max = 2 ** 31 - 1;
+
+export class GuildSession {
+  /** @internal made by {@link GuildModel.createSession} */
+  constructor(private readonly native: NativeSession) {}
+
+  /** True while a generate() or eval() runs (one at a time per session). */
+  get busy(): boolean {
+    return this.native.busy;
+  }
+
+  get disposed(): boolean {
+    return this.native.disposed;
+  }
+
+  /**
+   * Generates a continuation of `prompt` (the whole conversation so far: the
+   * runtime reuses the longest prefix it already holds). Tokens are streamed to
+   * `options.onToken` as they are produced; all of them have been delivered when
+   * the promise resolves. Cancelling through `options.signal` resolves with
+   * stopReason "cancel"; runtime errors reject with the native message.
+   */
+  async generate(prompt: readonly number[] | Int32Array, options: GenerateOptions = {}): Promise<GenerateResult> {
+    const maxNewTokens = options.maxNewTokens ?? defaultMaxNewTokens;
+    const tokens: number[] = [];
+    const onToken = options.onToken;
+    const result = await this.native.generate(
+      Int32Array.from(prompt),
+      {
+        maxNewTokens: maxNewTokens < 0 ? int32Max : maxNewTokens,
+        temperature: options.temperature ?? defaultTemperature,
+        topK: options.topK ?? defaultTopK,
+        topP: options.topP ?? defaultTopP,
+        minP: options.minP ?? defaultMinP,
+        repeatPenalty: options.repeatPenalty ?? defaultRepeatPenalty,
+        repeatLastN: options.repeatLastN ?? defaultRepeatLastN,
+        seed: options.seed ?? randomInt(2 ** 32),
+        ...(options.onQueuePosition !== undefined && { onQueue: options.onQueuePosition }),
+      },
+      (ids, pieces) => {
+        for (let i = 0; i < ids.length; i++) {
+          const id = ids[i]!;
+          tokens.push(id);
+          onToken?.({ id, piece: pieces[i]! });
+        }
+      },
+      options.signal,
+    );
+    if (result.stopReason === "error") throw new Error("generation failed");
+    return {
+      stopReason: result.stopReason,
+      tokens,
+      promptTokensComputed: result.nPrompt,
+      promptTokensReused: result.nReused,
+      promptMs: result.promptMs,
+      decodeMs: result.decodeMs,
+      ttftMs: result.ttftMs,
+      queueMs: result.queueMs,
+      draftTokens: result.nDrafted,
+      acceptedDraftTokens: result.nAccepted,
+    };
+  }
+
+  /**
+   * Appends `tokens` to the session (prefill) and returns logits: one row of
+   * vocabSize floats per token with allRows, else only the last row.
+   */
+  async eval(tokens: readonly number[] | Int32Array, options: EvalOptions = {}): Promise<Float32Array> {
+    return await this.native.eval(Int32Array.from(tokens), options.allRows ?? defaultEvalAllRows);
+  }
+
+  /** Clears the KV cache and history. */
+  reset(): void {
+    this.native.reset();
+  }
+
+  /** Cancels a running generation, if any. */
+  cancel(): void {
+    this.native.cancel();
+  }
+
+  /** Frees the session (after a running operation ends). */
+  dispose(): void {
+    this.native.dispose();
+  }
+}

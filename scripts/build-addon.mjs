@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// Builds the native addon (build/Release/guild_addon.node) with cmake-js:
+// Release, Ninja, ccache when installed (the top-level CMakeLists picks it up),
+// Node-API headers from the node-api-headers package (package.json's
+// "binary.napi_versions" tells cmake-js so), so nothing is downloaded.
+// Runs as the package's `install` script, i.e. during `npm ci`.
+import { spawnSync } from "node:child_process";
+import { availableParallelism } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const cmakeJs = path.join(root, "node_modules", "cmake-js", "bin", "cmake-js");
+
+if (process.env.GUILD_SKIP_ADDON_BUILD === "1") {
+  console.log("guild: GUILD_SKIP_ADDON_BUILD=1, not building the native addon");
+  process.exit(0);
+}
+
+const args = [
+  cmakeJs,
+  "build",
+  "--directory", root,
+  "--out", path.join(root, "build"),
+  "--config", "Release",
+  "--generator", "Ninja",
+  "--parallel", String(availableParallelism()),
+  "--target", "guild_addon",
+  "--CDGUILD_BUILD_TESTS=OFF",
+  "--CDGUILD_BUILD_TOOLS=OFF",
+];
+const result = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
+if (result.error) {
+  console.error(`guild: cannot run cmake-js: ${result.error.message}`);
+  process.exit(1);
+}
+process.exit(result.status ?? 1);
