@@ -1,0 +1,162 @@
+// The runtime's message contract: commands in, events out. RuntimeHost
+// (app/main/services/runtime-host.ts) implements it in-process today; because
+// every interaction is one of these plain-JSON messages, the host can move to
+// a separate process later without changing its callers. Imported by main,
+// the renderer (through the IPC/HTTP contract) and the API server.
+
+export const RUNTIME_PROTOCOL_VERSION = 1;
+
+export type ModelId = string;
+export type SessionId = string;
+export type RequestId = string;
+export type LoadId = string;
+
+/** The 14 load stages, in order (docs/STARTUP_PROFILE.md). */
+export const LOAD_STAGES = [
+  "device_policy", "packages", "container", "runner", "execution_state", "expert_pool", "stream_and_lease",
+  "gexec", "dense_weights", "expert_tiers", "calibration", "ram_complement", "session_state", "tokenizer",
+] as const;
+export type LoadStage = (typeof LOAD_STAGES)[number];
+
+export interface ModelLoadSettings {
+  /** CPU worker threads; 0 or absent = every physical core. */
+  threads?: number;
+  /** Default context of the model's sessions in tokens; 0 or absent = min(training context, 4096). */
+  contextSize?: number;
+  kvCacheType?: "f16" | "f32";
+}
+
+export interface LoadedModel {
+  id: ModelId;
+  path: string;
+  name: string;
+  architecture: string;
+  contextSize: number;
+  layers: number;
+  experts: number;
+  expertsPerToken: number;
+  vocabSize: number;
+  weightBytes: number;
+  threads: number;
+  kernels: string;
+  ready: boolean;
+  loadedAt: string;  // ISO time
+}
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+export type GenerationInput =
+  | { kind: "tokens"; tokens: number[] }                 // fed exactly as given
+  | { kind: "text"; text: string }                      // tokenized by the model's rules (BOS as its metadata says)
+  | { kind: "chat"; messages: ChatMessage[] };          // the model's chat template, generation prompt added
+
+export interface SamplingSettings {
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  repeatPenalty?: number;
+  seed?: number;
+  /** Most tokens to generate; absent = until end of generation or a full context. */
+  maxTokens?: number;
+}
+
+export interface GenerationRequest {
+  modelId: ModelId;
+  /** Reuse a session (its KV cache: a prompt that extends its history is not re-read). Absent = a fresh one. */
+  sessionId?: SessionId;
+  input: GenerationInput;
+  sampling?: SamplingSettings;
+  /** Stop when the generated text contains one of these; it is not included in the result. */
+  stop?: string[];
+}
+
+export type StopReason = "eos" | "length" | "context" | "cancel" | "stop";
+
+export interface GenerationStats {
+  promptTokens: number;
+  reusedPromptTokens: number;
+  generatedTokens: number;
+  promptTokensPerSecond: number;
+  decodeTokensPerSecond: number;
+  ttftMs: number;
+  queueMs: number;
+  draftTokens: number;
+  acceptedDraftTokens: number;
+}
+
+export interface GenerationResult {
+  requestId: RequestId;
+  modelId: ModelId;
+  text: string;
+  tokens: number[];
+  promptTokens: number[];
+  stopReason: StopReason;
+  stats: GenerationStats;
+}
+
+export interface QueueState {
+  modelId: ModelId;
+  /** Requests running or waiting on the model. */
+  length: number;
+  running: RequestId | null;
+  waiting: RequestId[];
+}
+
+export type RuntimeCommand =
+  | { type: "loadModel"; path: string; settings?: ModelLoadSettings; loadId?: LoadId }
+  | { type: "cancelLoad"; loadId: LoadId }
+  | { type: "unloadModel"; modelId: ModelId }
+  | { type: "listModels" }
+  | { type: "createSession"; modelId: ModelId }
+  | { type: "closeSession"; sessionId: SessionId }
+  | { type: "generate"; request: GenerationRequest; requestId?: RequestId }
+  | { type: "cancel"; requestId: RequestId }
+  | { type: "profile"; modelId: ModelId }
+  | { type: "queueState"; modelId: ModelId };
+
+/** What each command answers. */
+export interface RuntimeReplies {
+  loadModel: LoadedModel;
+  cancelLoad: { cancelled: boolean };
+  unloadModel: { unloaded: boolean };
+  listModels: LoadedModel[];
+  createSession: { sessionId: SessionId };
+  closeSession: { closed: boolean };
+  generate: GenerationResult;
+  cancel: { cancelled: boolean };
+  profile: StartupProfileJson;
+  queueState: QueueState;
+}
+export type RuntimeReply<C extends RuntimeCommand> = RuntimeReplies[C["type"]];
+
+export type RuntimeEvent =
+  | { type: "loadProgress"; loadId: LoadId; path: string; stage: string; fraction: number }
+  | { type: "modelLoaded"; loadId: LoadId; model: LoadedModel }
+  | { type: "modelUnloaded"; modelId: ModelId }
+  | { type: "queued"; requestId: RequestId; modelId: ModelId; position: number }
+  | { type: "started"; requestId: RequestId; modelId: ModelId }
+  | { type: "token"; requestId: RequestId; id: number; text: string }
+  | { type: "done"; result: GenerationResult }
+  | { type: "error"; requestId?: RequestId; loadId?: LoadId; message: string };
+
+/** guild.startup-profile/1 (docs/STARTUP_PROFILE.md). */
+export interface StartupProfileJson {
+  schema: "guild.startup-profile/1";
+  model: Record<string, unknown>;
+  machine: Record<string, unknown>;
+  stages: {
+    name: string;
+    start_ms: number;
+    end_ms: number;
+    duration_ms: number;
+    bytes: number;
+    detail: Record<string, unknown>;
+  }[];
+  fallbacks: { stage: string; reason: string }[];
+  placement: { layers?: { gpu_experts: number; cpu_experts: number; dense?: boolean }[] } & Record<string, unknown>;
+  total_ms: number;
+}
