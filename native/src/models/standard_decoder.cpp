@@ -47,14 +47,27 @@ bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std:
   if (eps < 0) { *error = "missing metadata key '" + hp->arch + ".attention.layer_norm_rms_epsilon'"; return false; }
   hp->rms_eps = eps;
 
+  // RoPE scaling (llama.cpp semantics): linear divides positions by the
+  // factor; YaRN interpolates low frequencies, extrapolates high ones between
+  // beta_fast and beta_slow rotations over the original context, and scales
+  // the magnitude by 1 + 0.1 ln(factor).
   std::string scaling = "none";
-  float factor = 0.0f;
+  float factor = 0.0f, ext_factor = -1.0f;
   ok = r.optional_string("rope.scaling.type", &scaling) && r.optional_float("rope.scaling.factor", &factor) &&
-       r.optional_int("rope.scaling.original_context_length", &hp->rope.n_ctx_orig);
+       r.optional_int("rope.scaling.original_context_length", &hp->rope.n_ctx_orig) &&
+       r.optional_float("rope.scaling.yarn_ext_factor", &ext_factor) &&
+       r.optional_float("rope.scaling.yarn_attn_factor", &hp->rope.attn_factor) &&
+       r.optional_float("rope.scaling.yarn_beta_fast", &hp->rope.beta_fast) &&
+       r.optional_float("rope.scaling.yarn_beta_slow", &hp->rope.beta_slow);
   if (!ok) { *error = r.error(); return false; }
-  if (scaling == "linear" && factor > 0.0f) {
+  if (scaling == "linear" || scaling == "yarn") {
+    if (!(factor > 0.0f)) factor = 1.0f;
     hp->rope.freq_scale = 1.0f / factor;
-  } else if (scaling != "none" && scaling != "linear") {
+    if (scaling == "yarn") {
+      hp->rope.ext_factor = ext_factor >= 0.0f ? ext_factor : 1.0f;
+      if (hp->rope.n_ctx_orig <= 0) hp->rope.n_ctx_orig = hp->n_ctx_train;
+    }
+  } else if (scaling != "none") {
     *error = "rope scaling type '" + scaling + "' is not supported for architecture " + hp->arch;
     return false;
   }
