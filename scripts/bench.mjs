@@ -376,11 +376,13 @@ async function parent(args) {
     for (let rep = 0; rep < o.reps; rep++) {
       const order = rep % 2 === 0 ? engines : [...engines].reverse();
       for (const e of order) {
+        const load = os.loadavg()[0];
         const r = e === "guild" ? runGuild(guildBin, o) : runLlama(o);
+        r.load_avg_1m_before = load;
         runs[e].push(r);
         log(`  run ${rep + 1} ${e.padEnd(5)}  prompt ${fmt(r.prompt_tokens_per_s).padStart(8)} tok/s  decode ` +
             `${fmt(r.decode_tokens_per_s, 2).padStart(8)} tok/s  ttft ${fmt(r.ttft_ms).padStart(8)} ms  ` +
-            `rss ${fmt(r.peak_rss_bytes / 1048576, 0)} MiB`);
+            `rss ${fmt(r.peak_rss_bytes / 1048576, 0)} MiB  (load ${load.toFixed(2)})`);
       }
     }
   } finally {
@@ -428,7 +430,7 @@ async function parent(args) {
       ctx: o.ctx,
       reps: o.reps,
       seed: o.seed,
-      host: { cpu: os.cpus()[0]?.model, logical_cpus: os.availableParallelism(), node: process.version },
+      host: { cpu: os.cpus()[0]?.model, logical_cpus: os.availableParallelism(), node: process.version, load_avg: os.loadavg() },
       runs,
       summary,
       ratio_guild_over_llama: ratios,

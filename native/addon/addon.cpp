@@ -6,6 +6,7 @@
 #include "common.h"
 #include "inspect.h"
 #include "model.h"
+#include "packages.h"
 #include "session.h"
 
 namespace guild_addon {
@@ -44,6 +45,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("abiVersion", Napi::Function::New<AbiVersion>(env, "abiVersion"));
   exports.Set("leases", Napi::Function::New<Leases>(env, "leases"));
   exports.Set("compiledAbiVersion", Napi::Number::New(env, GUILD_ABI_VERSION));
+  RegisterPackages(env, exports);
   return exports;
 }
 

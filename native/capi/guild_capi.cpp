@@ -10,6 +10,8 @@
 
 #include "artifact/inspect.h"
 #include "core/json.h"
+#include "packages/archive.h"
+#include "packages/store.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
 
@@ -71,6 +73,8 @@ const char* guild_status_name(guild_status s) {
     case GUILD_ERR_INTERNAL: return "internal";
     case GUILD_ERR_QUEUE_FULL: return "queue_full";
     case GUILD_ERR_DEVICE: return "device";
+    case GUILD_ERR_BUSY: return "busy";
+    case GUILD_ERR_NOT_FOUND: return "not_found";
   }
   return "unknown";
 }
@@ -98,6 +102,9 @@ guild_model* guild_model_load(const char* path, const guild_load_params* params,
         set_error(error, std::string("unknown kv_type '") + params->kv_type + "' (expected f16 or f32)");
         return nullptr;
       }
+      if (params->struct_size >= offsetof(guild_load_params, packages_dir) + sizeof(params->packages_dir) &&
+          params->packages_dir)
+        opt.packages_dir = params->packages_dir;
       if (params->progress) {
         auto cb = params->progress;
         void* user = params->progress_user;
@@ -363,6 +370,100 @@ char* guild_leases_json(void) {
 
 void guild_testing_inject_fault(guild_model* model) {
   if (model) model->impl->inject_fault_for_testing();
+}
+
+}  // extern "C"
+
+/* ---- kernel packages ------------------------------------------------------ */
+
+namespace {
+
+guild_status to_status(guild::packages::PackageStatus st) {
+  using guild::packages::PackageStatus;
+  switch (st) {
+    case PackageStatus::Ok: return GUILD_OK;
+    case PackageStatus::NotFound: return GUILD_ERR_NOT_FOUND;
+    case PackageStatus::InvalidArgument: return GUILD_ERR_INVALID_ARGUMENT;
+    case PackageStatus::Busy: return GUILD_ERR_BUSY;
+    case PackageStatus::Io: return GUILD_ERR_IO;
+    case PackageStatus::Corrupt: return GUILD_ERR_FORMAT;
+    case PackageStatus::Incompatible: return GUILD_ERR_UNSUPPORTED;
+  }
+  return GUILD_ERR_INTERNAL;
+}
+
+std::string package_dir_arg(const char* dir) {
+  return guild::packages::PackageStore::resolve_dir(dir ? std::string(dir) : std::string());
+}
+
+template <typename Op>
+guild_status package_op(char** error, Op&& op) {
+  if (error) *error = nullptr;
+  return guarded(error, [&]() -> guild_status {
+    std::string err;
+    const guild_status st = to_status(op(&err));
+    if (st != GUILD_OK) set_error(error, err);
+    return st;
+  }, GUILD_ERR_INTERNAL);
+}
+
+}  // namespace
+
+extern "C" {
+
+char* guild_packages_default_dir(void) {
+  return guarded(nullptr, [&]() -> char* { return dup_string(guild::packages::PackageStore::default_dir()); }, nullptr);
+}
+
+char* guild_packages_list_json(const char* dir) {
+  return guarded(nullptr, [&]() -> char* {
+    guild::packages::PackageStore store(package_dir_arg(dir));
+    return dup_string(guild::json::serialize(store.list_json()));
+  }, nullptr);
+}
+
+guild_status guild_package_enable(const char* dir, const char* name, char** error) {
+  if (!name) { set_error(error, "package name is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return package_op(error, [&](std::string* e) { return guild::packages::PackageStore(package_dir_arg(dir)).enable(name, e); });
+}
+
+guild_status guild_package_disable(const char* dir, const char* name, char** error) {
+  if (!name) { set_error(error, "package name is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return package_op(error, [&](std::string* e) { return guild::packages::PackageStore(package_dir_arg(dir)).disable(name, e); });
+}
+
+guild_status guild_package_install(const char* dir, const char* archive_file, char** installed_name, char** error) {
+  if (installed_name) *installed_name = nullptr;
+  if (!archive_file) { set_error(error, "archive path is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  std::string name;
+  const guild_status st = package_op(error, [&](std::string* e) {
+    return guild::packages::PackageStore(package_dir_arg(dir)).install(archive_file, e, &name);
+  });
+  if (st == GUILD_OK && installed_name) *installed_name = dup_string(name);
+  return st;
+}
+
+guild_status guild_package_uninstall(const char* dir, const char* name, char** error) {
+  if (!name) { set_error(error, "package name is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return package_op(error, [&](std::string* e) { return guild::packages::PackageStore(package_dir_arg(dir)).uninstall(name, e); });
+}
+
+guild_status guild_package_pin(const char* dir, const char* model, const char* name, const char* version, char** error) {
+  if (!model || !name) { set_error(error, "model or package name is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return package_op(error, [&](std::string* e) {
+    return guild::packages::PackageStore(package_dir_arg(dir)).pin(model, name, version ? version : "", e);
+  });
+}
+
+guild_status guild_package_pack(const char* package_dir, const char* out_file, char** error) {
+  if (error) *error = nullptr;
+  if (!package_dir || !out_file) { set_error(error, "package directory or output file is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return guarded(error, [&]() -> guild_status {
+    std::string err;
+    if (guild::packages::pack_package_dir(package_dir, out_file, &err)) return GUILD_OK;
+    set_error(error, err);
+    return GUILD_ERR_IO;
+  }, GUILD_ERR_INTERNAL);
 }
 
 }  // extern "C"

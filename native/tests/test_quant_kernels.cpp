@@ -1,11 +1,11 @@
-// CPU kernel tables: cpu-avx2 against the cpu-generic reference, and the
+// CPU kernel tables: cpu-avx2 and cpu-avx512 against the cpu-generic reference, and the
 // reference against exact (double) arithmetic and independent restatements
 // of ggml's loops.
 //
 // Tolerances (u = 2^-24, the float unit roundoff):
 //  * dequantizers, activation quantizers, fp16 row conversions: bit-exact
 //    (avx2 == generic; generic == ggml is checked by test_quant_fixtures).
-//  * vec_dot avx2 vs generic: |avx2 - generic| <= 1e-5 * sum_i |w_i * a_i|
+//  * vec_dot avx2/avx512 vs generic: |simd - generic| <= 1e-5 * sum_i |w_i * a_i|
 //    over the dequantized values.
 //  * vec_dot generic vs the double-precision dot of dequant(w) . dequant(a):
 //    <= (nb + 4) * u * B for nb blocks (the recursive float summation bound
@@ -57,6 +57,21 @@ const CpuKernelTable* avx2_or_skip_reason() {
     return nullptr;
   }
   return t;
+}
+
+// Every SIMD table this binary has and this CPU can run (cpu-avx2, cpu-avx512),
+// each compared with cpu-generic by the tests below; the reason for a missing
+// one is printed once per test.
+std::vector<const CpuKernelTable*> simd_tables() {
+  std::vector<const CpuKernelTable*> out;
+  if (const CpuKernelTable* t = avx2_or_skip_reason()) out.push_back(t);
+  if (const CpuKernelTable* t = cpu_kernels_avx512()) {
+    if (cpu_features().has_avx512_table_isa()) out.push_back(t);
+    else std::printf("  (avx512 comparisons skipped: this CPU lacks AVX-512 F/BW/VL/DQ + VNNI)\n");
+  } else {
+    std::printf("  (avx512 comparisons skipped: binary built without the AVX-512 table)\n");
+  }
+  return out;
 }
 
 uint32_t tid(TensorType t) { return static_cast<uint32_t>(t); }
@@ -221,9 +236,10 @@ TEST(tables_are_complete_and_consistent) {
     CHECK_MSG(gen().quantize_act[tid(k.vec_dot_type)] != nullptr, "%s: no quantizer for its vec_dot_type", t.name);
     CHECK(tensor_type_info(t.type).block_elems == static_cast<uint32_t>(t.block_elems));
     CHECK(tensor_type_info(t.type).block_bytes == static_cast<uint32_t>(t.block_bytes));
-    if (avx2) {
-      const TypeKernels& a = avx2->types[tid(t.type)];
-      CHECK_MSG(a.dequant_row && a.vec_dot, "%s missing in cpu-avx2", t.name);
+    for (const CpuKernelTable* simd : {avx2, cpu_kernels_avx512()}) {
+      if (!simd) continue;
+      const TypeKernels& a = simd->types[tid(t.type)];
+      CHECK_MSG(a.dequant_row && a.vec_dot, "%s missing in %s", t.name, simd->name);
       CHECK(a.vec_dot_type == k.vec_dot_type);
     }
   }
@@ -238,10 +254,19 @@ TEST(tables_are_complete_and_consistent) {
   CHECK(gen().types[tid(T::IQ2_XXS)].dequant_row == nullptr);
   CHECK(gen().types[tid(T::Q8_K)].vec_dot == nullptr);
   CHECK(gen().dot_f32 && gen().axpy_f32 && gen().fp16_to_f32_row && gen().f32_to_fp16_row);
-  if (avx2) {
-    CHECK(std::string(avx2->name) == "cpu-avx2");
-    CHECK(avx2->dot_f32 && avx2->axpy_f32 && avx2->fp16_to_f32_row && avx2->f32_to_fp16_row);
-    for (T act : {T::F32, T::Q8_0, T::Q8_1, T::Q8_K}) CHECK(avx2->quantize_act[tid(act)] != nullptr);
+  CHECK(gen().attn_scores_f16 && gen().attn_scores_f32 && gen().attn_pv_f16 && gen().attn_pv_f32 && gen().softmax_exp &&
+        gen().swiglu_f32);
+  const CpuKernelTable* avx512 = cpu_kernels_avx512();
+  if (avx2) CHECK(std::string(avx2->name) == "cpu-avx2");
+  if (avx512) CHECK(std::string(avx512->name) == "cpu-avx512");
+  for (const CpuKernelTable* simd : {avx2, avx512}) {
+    if (!simd) continue;
+    CHECK(simd->dot_f32 && simd->axpy_f32 && simd->fp16_to_f32_row && simd->f32_to_fp16_row);
+    CHECK(simd->attn_scores_f16 && simd->attn_scores_f32 && simd->attn_pv_f16 && simd->attn_pv_f32 && simd->softmax_exp &&
+          simd->swiglu_f32);
+    for (T act : {T::F32, T::Q8_0, T::Q8_1, T::Q8_K}) CHECK(simd->quantize_act[tid(act)] != nullptr);
+    // The tiled types (test_gemm_kernels checks the tiles themselves).
+    for (T w : {T::Q4_K, T::Q5_K, T::Q6_K, T::Q8_0}) CHECK_MSG(simd->types[tid(w)].gemm != nullptr, "%s: no tile for %u", simd->name, tid(w));
   }
 }
 
@@ -262,6 +287,10 @@ TEST(best_table_matches_cpu) {
               force ? ")" : "");
   if (force && std::string(force) == "cpu-generic") {
     CHECK(&best == &gen());
+  } else if (force && std::string(force) == "cpu-avx2" && cpu_kernels_avx2() && f.has_avx2_table_isa()) {
+    CHECK(&best == cpu_kernels_avx2());
+  } else if (cpu_kernels_avx512() && f.has_avx512_table_isa()) {
+    CHECK(&best == cpu_kernels_avx512());
   } else if (cpu_kernels_avx2() && f.has_avx2_table_isa()) {
     CHECK(&best == cpu_kernels_avx2());
   } else {
@@ -437,9 +466,8 @@ TEST(generic_dequant_matches_literal_ggml_loops) {
   }
 }
 
-TEST(avx2_dequant_bit_exact) {
-  const CpuKernelTable* avx2 = avx2_or_skip_reason();
-  if (!avx2) return;
+TEST(simd_dequant_bit_exact) {
+  for (const CpuKernelTable* avx2 : simd_tables()) {
   Rng rng(1234);
   int checked = 0;
   for (const WeightType& t : kWeightTypes) {
@@ -451,13 +479,14 @@ TEST(avx2_dequant_bit_exact) {
         gen().types[tid(t.type)].dequant_row(row.data(), a.data(), n);
         avx2->types[tid(t.type)].dequant_row(row.data(), b.data(), n);
         int64_t at = 0;
-        CHECK_MSG(same_bits(a.data(), b.data(), n + 1, &at), "%s n=%lld rep=%d: element %lld: %.9g vs %.9g", t.name,
-                  (long long)n, rep, (long long)at, a[at], b[at]);
+        CHECK_MSG(same_bits(a.data(), b.data(), n + 1, &at), "%s %s n=%lld rep=%d: element %lld: %.9g vs %.9g",
+                  avx2->name, t.name, (long long)n, rep, (long long)at, a[at], b[at]);
         ++checked;
       }
     }
   }
-  std::printf("  %d rows compared bitwise\n", checked);
+  std::printf("  %s: %d rows compared bitwise\n", avx2->name, checked);
+  }
 }
 
 // ---- activation quantizers ------------------------------------------------------------------
@@ -578,7 +607,7 @@ TEST(q8_0_uses_llama_cpp_x86_scale) {
     for (int j = 0; j < 32; ++j) bad += q[b].qs[j] != static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id));
   }
   CHECK_MSG(bad == 0, "%d mismatches", bad);
-  if (const CpuKernelTable* avx2 = avx2_or_skip_reason()) {
+  for (const CpuKernelTable* avx2 : simd_tables()) {
     std::vector<BlockQ8_0> qa(n / 32);
     avx2->quantize_act[tid(TensorType::Q8_0)](x.data(), qa.data(), n);
     CHECK(std::memcmp(qa.data(), q.data(), q.size() * sizeof(BlockQ8_0)) == 0);
@@ -589,9 +618,8 @@ TEST(q8_0_uses_llama_cpp_x86_scale) {
   }
 }
 
-TEST(avx2_quantizers_identical_bytes) {
-  const CpuKernelTable* avx2 = avx2_or_skip_reason();
-  if (!avx2) return;
+TEST(simd_quantizers_identical_bytes) {
+  for (const CpuKernelTable* avx2 : simd_tables()) {
   Rng rng(4321);
   int rows = 0;
   for (int rep = 0; rep < 300; ++rep) {
@@ -617,12 +645,13 @@ TEST(avx2_quantizers_identical_bytes) {
       if (a != b) {
         size_t at = 0;
         while (a[at] == b[at]) ++at;
-        CHECK_MSG(false, "act type %u rep %d: byte %zu differs (%d vs %d)", tid(t), rep, at, a[at], b[at]);
+        CHECK_MSG(false, "%s act type %u rep %d: byte %zu differs (%d vs %d)", avx2->name, tid(t), rep, at, a[at], b[at]);
       }
       ++rows;
     }
   }
-  std::printf("  %d rows compared bytewise\n", rows);
+  std::printf("  %s: %d rows compared bytewise\n", avx2->name, rows);
+  }
 }
 
 // ---- dot products ---------------------------------------------------------------------
@@ -669,12 +698,12 @@ DotCase exact_dot(const WeightType& t, const std::vector<uint8_t>& w, const std:
 
 }  // namespace
 
-TEST(vec_dot_generic_vs_exact_and_avx2) {
-  const CpuKernelTable* avx2 = avx2_or_skip_reason();
+TEST(vec_dot_generic_vs_exact_and_simd) {
+  const std::vector<const CpuKernelTable*> simd = simd_tables();
   Rng rng(777);
   std::string report;
   for (const WeightType& t : kWeightTypes) {
-    double worst_gen = 0, worst_avx2 = 0;  // error / B
+    double worst_gen = 0, worst_avx2 = 0;  // error / B; |simd - generic| / sum|w*a| over the SIMD tables
     const TypeKernels& gk = gen().types[tid(t.type)];
     for (int64_t n : sizes_for(t)) {
       for (int rep = 0; rep < 16; ++rep) {
@@ -693,17 +722,17 @@ TEST(vec_dot_generic_vs_exact_and_avx2) {
         worst_gen = std::max(worst_gen, (err_gen - ref.s_round) / (ref.base + 1e-30));
         CHECK_MSG(err_gen <= tol_gen, "%s n=%lld rep=%d generic %.9g exact %.9g err %.3g tol %.3g", t.name,
                   (long long)n, rep, g, ref.exact, err_gen, tol_gen);
-        if (avx2) {
+        for (const CpuKernelTable* avx2 : simd) {
           const float v = avx2->types[tid(t.type)].vec_dot(n, w.data(), act.data());
           const double err = std::fabs(static_cast<double>(v) - g);
           worst_avx2 = std::max(worst_avx2, err / (ref.terms + 1e-30));
-          CHECK_MSG(err <= 1e-5 * ref.terms + 1e-30, "%s n=%lld rep=%d avx2 %.9g generic %.9g rel %.3g", t.name,
-                    (long long)n, rep, v, g, err / ref.terms);
+          CHECK_MSG(err <= 1e-5 * ref.terms + 1e-30, "%s n=%lld rep=%d %s %.9g generic %.9g rel %.3g", t.name,
+                    (long long)n, rep, avx2->name, v, g, err / ref.terms);
         }
       }
     }
     char line[128];
-    std::snprintf(line, sizeof line, "  %-7s |generic-exact|/B <= %.2e   |avx2-generic|/sum|w*a| <= %.2e\n", t.name, worst_gen,
+    std::snprintf(line, sizeof line, "  %-7s |generic-exact|/B <= %.2e   |simd-generic|/sum|w*a| <= %.2e\n", t.name, worst_gen,
                   worst_avx2);
     report += line;
   }
@@ -713,7 +742,7 @@ TEST(vec_dot_generic_vs_exact_and_avx2) {
 // ---- float helpers -----------------------------------------------------------------------
 
 TEST(float_helpers) {
-  const CpuKernelTable* avx2 = avx2_or_skip_reason();
+  for (const CpuKernelTable* avx2 : simd_tables()) {
   Rng rng(5);
   for (int64_t n : {0, 1, 5, 8, 9, 31, 32, 33, 257, 4099}) {
     std::vector<float> a = random_floats(n, rng, 1.0f), b = random_floats(n, rng, 3.0f);
@@ -780,5 +809,6 @@ TEST(float_helpers) {
     size_t bad = 0;
     for (size_t i = 0; i < src.size(); ++i) bad += h1[i] != h2[i];
     CHECK_MSG(bad == 0, "%zu of %zu halves differ", bad, src.size());
+  }
   }
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +23,10 @@ namespace {
 
 const char* kUsage =
     "usage: guild-bench --model PATH [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--reps 3]\n"
-    "                   [--ctx N] [--kv f16|f32] [--profile-out FILE] [--seed S]\n";
+    "                   [--ctx N] [--kv f16|f32] [--profile-out FILE] [--seed S]\n"
+    "                   [--prompt-file FILE] [--warmup N]\n"
+    "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
+    "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -42,11 +47,24 @@ double peak_rss_bytes() {
 
 int main(int argc, char** argv) {
   tools::Args args;
-  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out"}, {},
+  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup"}, {},
                   kUsage))
     return 2;
   if (!args.has("model")) { std::fprintf(stderr, "%s", kUsage); return 2; }
-  const int n_prompt = static_cast<int>(args.get_int("prompt-tokens", 512));
+  std::vector<int32_t> prompt;
+  if (args.has("prompt-file")) {
+    std::ifstream pf(args.get("prompt-file"));
+    if (!pf) tools::die("cannot read " + args.get("prompt-file"));
+    std::stringstream ss;
+    ss << pf.rdbuf();
+    std::string text = ss.str();
+    for (char& ch : text) if (ch == ',') ch = ' ';
+    std::istringstream in(text);
+    long long id = 0;
+    while (in >> id) prompt.push_back(static_cast<int32_t>(id));
+    if (!in.eof()) tools::die("--prompt-file: expected token ids");
+  }
+  const int n_prompt = prompt.empty() ? static_cast<int>(args.get_int("prompt-tokens", 512)) : static_cast<int>(prompt.size());
   const int n_gen = static_cast<int>(args.get_int("gen-tokens", 128));
   const int reps = static_cast<int>(args.get_int("reps", 3));
   if (n_prompt < 1 || n_gen < 1 || reps < 1) { std::fprintf(stderr, "%s", kUsage); return 2; }
@@ -69,13 +87,26 @@ int main(int argc, char** argv) {
 
   // A random prompt of regular tokens (no control tokens, so nothing stops early).
   std::mt19937 rng(static_cast<unsigned>(args.get_int("seed", 42)));
-  std::vector<int32_t> prompt;
   const int n_vocab = model->hparams().n_vocab;
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab) tools::die("--prompt-file: token id " + std::to_string(t) + " is out of range");
   while (static_cast<int>(prompt.size()) < n_prompt) {
     const int32_t t = static_cast<int32_t>(rng() % static_cast<unsigned>(n_vocab));
     if (model->vocab().token_kind(t) == TokenKind::Normal) prompt.push_back(t);
   }
 
+  const int n_warmup = static_cast<int>(args.get_int("warmup", 0));
+  if (n_warmup > 0) {
+    // Untimed: faults in the weights this prompt touches, starts the pool.
+    auto session = GuildSession::create(*model, opt.n_ctx, &err);
+    if (!session) tools::die(err);
+    GenerateRequest req;
+    req.prompt = std::span<const int32_t>(prompt.data(), static_cast<size_t>(std::min(n_warmup, n_prompt)));
+    req.max_new_tokens = 4;
+    req.sampling.temperature = 0.0f;
+    req.ignore_eog = true;
+    if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
+  }
   std::vector<double> pp, tg, ttft;
   for (int r = 0; r < reps; ++r) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
@@ -99,6 +130,9 @@ int main(int argc, char** argv) {
   out.set("prompt_tokens", n_prompt);
   out.set("gen_tokens", n_gen);
   out.set("reps", reps);
+  out.set("ctx", opt.n_ctx);
+  out.set("kv", opt.kv_type == KvType::F32 ? "f32" : "f16");
+  out.set("warmup_tokens", n_warmup);
   out.set("load_ms", load_ms);
   out.set("prompt_tokens_per_s", stats(pp));
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));

@@ -7,10 +7,12 @@ import { detokenizeCommand } from "./detokenize.js";
 import { CliError, exitError, exitOk, exitUsage, oneLine, UsageError } from "./errors.js";
 import { evalCommand } from "./eval.js";
 import { inspectCommand } from "./inspect.js";
+import { packagesCommand } from "./packages.js";
 import { runCommand } from "./run.js";
+import { serveCommand } from "./serve.js";
 import { tokenizeCommand } from "./tokenize.js";
 
-const commands: readonly Command[] = [runCommand, evalCommand, tokenizeCommand, detokenizeCommand, inspectCommand];
+const commands: readonly Command[] = [runCommand, evalCommand, tokenizeCommand, detokenizeCommand, inspectCommand, serveCommand, packagesCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

@@ -34,6 +34,8 @@ typedef enum guild_status {
   GUILD_ERR_INTERNAL = 9,
   GUILD_ERR_QUEUE_FULL = 10,      /* too many generations are already waiting */
   GUILD_ERR_DEVICE = 11,          /* a device failed mid-generation; the model is no longer ready */
+  GUILD_ERR_BUSY = 12,            /* a kernel package is leased by a loaded model or live session */
+  GUILD_ERR_NOT_FOUND = 13,       /* no such kernel package */
 } guild_status;
 
 typedef struct guild_model guild_model;
@@ -53,6 +55,9 @@ typedef struct guild_load_params {
   /* Progress: called on the loading thread; return nonzero to cancel the load. */
   int32_t (*progress)(const char* stage, double fraction, void* user);
   void* progress_user;
+  /* Kernel packages directory (docs/PACKAGES.md); null or "" = $GUILD_PACKAGES_DIR,
+   * else ~/.local/share/guild/packages. No such directory: built-in kernels. */
+  const char* packages_dir;
 } guild_load_params;
 
 GUILD_API guild_load_params guild_load_params_default(void);
@@ -180,6 +185,29 @@ GUILD_API char* guild_leases_json(void);
 /* TEST ONLY: the model's next generation fails after its first device work,
  * as a device error would (readiness then stays false). Never used by the app. */
 GUILD_API void guild_testing_inject_fault(guild_model* model);
+
+/* ---- kernel packages (docs/PACKAGES.md) ------------------------------------ */
+/* dir: a packages directory; null or "" = the default ($GUILD_PACKAGES_DIR,
+ * else $XDG_DATA_HOME/guild/packages, else ~/.local/share/guild/packages). */
+
+/* The default packages directory. */
+GUILD_API char* guild_packages_default_dir(void);
+/* JSON (schema "guild.packages-list/1"): {dir, exists, packages: [{name,
+ * version, enabled, compatible, reason, pinned_by: [holder…], …}]}. */
+GUILD_API char* guild_packages_list_json(const char* dir);
+GUILD_API guild_status guild_package_enable(const char* dir, const char* name, char** error);
+/* Fails with GUILD_ERR_BUSY, naming the holders, while a model or session leases it. */
+GUILD_API guild_status guild_package_disable(const char* dir, const char* name, char** error);
+/* Installs (or replaces) a package from a .gkpkg archive; *installed_name (if
+ * non-null) receives its name. Checksums, ABI and CPU requirements are checked. */
+GUILD_API guild_status guild_package_install(const char* dir, const char* archive_file, char** installed_name,
+                                             char** error);
+GUILD_API guild_status guild_package_uninstall(const char* dir, const char* name, char** error);
+/* Pins a model (file name) to a package version; version null or "" unpins. */
+GUILD_API guild_status guild_package_pin(const char* dir, const char* model, const char* name, const char* version,
+                                         char** error);
+/* Packs a package directory (manifest + library) into a .gkpkg archive. */
+GUILD_API guild_status guild_package_pack(const char* package_dir, const char* out_file, char** error);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
-// Picks the CPU kernel table for this process: cpu-avx2 when the binary has
-// it and the CPU supports AVX2 + FMA + F16C (with OS support), else
-// cpu-generic. GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2 overrides; an
-// unknown or unavailable choice is ignored with one warning on stderr.
+// Picks the CPU kernel table for this process: cpu-avx512 when the binary has
+// it and the CPU supports AVX-512 F/BW/VL/DQ + VNNI (with OS support for the
+// ZMM state), else cpu-avx2 when the CPU supports AVX2 + FMA + F16C, else
+// cpu-generic. GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512 overrides;
+// an unknown or unavailable choice is ignored with one warning on stderr.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,13 +15,18 @@ namespace guild {
 #if !defined(GUILD_HAVE_AVX2_TABLE)
 const CpuKernelTable* cpu_kernels_avx2() { return nullptr; }
 #endif
+#if !defined(GUILD_HAVE_AVX512_TABLE)
+const CpuKernelTable* cpu_kernels_avx512() { return nullptr; }
+#endif
 
 namespace {
 
 const CpuKernelTable& select_table() {
   const CpuKernelTable* avx2 = cpu_kernels_avx2();
+  const CpuKernelTable* avx512 = cpu_kernels_avx512();
   const bool avx2_ok = avx2 != nullptr && cpu_features().has_avx2_table_isa();
-  const CpuKernelTable& best = avx2_ok ? *avx2 : cpu_kernels_generic();
+  const bool avx512_ok = avx512 != nullptr && cpu_features().has_avx512_table_isa();
+  const CpuKernelTable& best = avx512_ok ? *avx512 : avx2_ok ? *avx2 : cpu_kernels_generic();
 
   const char* force = std::getenv("GUILD_FORCE_KERNELS");
   if (force == nullptr || *force == 0) return best;
@@ -33,8 +39,16 @@ const CpuKernelTable& select_table() {
                  best.name);
     return best;
   }
+  if (std::strcmp(force, "cpu-avx512") == 0) {
+    if (avx512_ok) return *avx512;
+    std::fprintf(stderr, "guild: GUILD_FORCE_KERNELS=cpu-avx512 ignored: %s; using %s\n",
+                 avx512 == nullptr ? "this binary was built without the AVX-512 table"
+                                   : "this CPU lacks AVX-512 F/BW/VL/DQ + VNNI",
+                 best.name);
+    return best;
+  }
   std::fprintf(stderr,
-               "guild: GUILD_FORCE_KERNELS=%s ignored (expected cpu-generic or cpu-avx2); using %s\n",
+               "guild: GUILD_FORCE_KERNELS=%s ignored (expected cpu-generic, cpu-avx2 or cpu-avx512); using %s\n",
                force, best.name);
   return best;
 }

@@ -1,10 +1,17 @@
 #include "artifact/gguf_writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "core/tensor_type.h"
 
@@ -206,17 +213,35 @@ bool GgufWriter::add_tensor_ref(std::string_view name, uint32_t type_id, std::sp
   return true;
 }
 
+bool GgufWriter::add_tensor_streamed(std::string_view name, uint32_t type_id, std::span<const int64_t> ne,
+                                     std::string* error) {
+  // The size the shape needs (check_tensor validates the shape first).
+  uint64_t row_bytes = 0, rows = 1;
+  const bool shape_ok = !ne.empty() && ne.size() <= limits::kMaxDims && ne[0] >= 0 &&
+                        tensor_row_bytes(type_id, static_cast<uint64_t>(ne[0]), &row_bytes);
+  for (size_t d = 1; shape_ok && d < ne.size(); ++d) rows *= static_cast<uint64_t>(std::max<int64_t>(ne[d], 0));
+  const uint64_t bytes = shape_ok ? row_bytes * rows : 0;
+  if (!check_tensor(name, type_id, ne, bytes, error)) return false;
+  Tensor t{std::string(name), type_id, std::vector<int64_t>(ne.begin(), ne.end()), false, {}, {}};
+  t.is_streamed = true;
+  t.streamed_bytes = bytes;
+  tensors_.push_back(std::move(t));
+  return true;
+}
+
+bool GgufWriter::has_streamed() const {
+  for (const Tensor& t : tensors_)
+    if (t.is_streamed) return true;
+  return false;
+}
+
 void GgufWriter::add_raw_tensor(std::string_view name, uint32_t type_id, std::span<const int64_t> ne,
                                 std::span<const uint8_t> data) {
   tensors_.push_back(Tensor{std::string(name), type_id, std::vector<int64_t>(ne.begin(), ne.end()), true,
                             std::vector<uint8_t>(data.begin(), data.end()), {}});
 }
 
-// Produces the file as a sequence of chunks: header, metadata and tensor
-// infos in one buffer, then each tensor's bytes and padding. sink(ptr, n)
-// returns false to stop.
-template <typename Sink>
-bool GgufWriter::emit(Sink&& sink) const {
+std::vector<uint8_t> GgufWriter::header() const {
   const uint64_t align = alignment();
   std::vector<uint8_t> head;
   head.insert(head.end(), {'G', 'G', 'U', 'F'});
@@ -236,9 +261,19 @@ bool GgufWriter::emit(Sink&& sink) const {
     for (int64_t d : t.ne) put<int64_t>(head, d);
     put<uint32_t>(head, t.type);
     put<uint64_t>(head, offset);
-    offset += align_up(t.bytes().size(), align);
+    offset += align_up(t.size(), align);
   }
   head.resize(align_up(head.size(), align), 0);
+  return head;
+}
+
+// Produces the file as a sequence of chunks: header, metadata and tensor
+// infos in one buffer, then each tensor's bytes and padding. sink(ptr, n)
+// returns false to stop. Not for writers with streamed tensors.
+template <typename Sink>
+bool GgufWriter::emit(Sink&& sink) const {
+  const uint64_t align = alignment();
+  const std::vector<uint8_t> head = header();
   if (!sink(head.data(), head.size())) return false;
   static const uint8_t zeros[256] = {};
   for (const Tensor& t : tensors_) {
@@ -256,6 +291,7 @@ bool GgufWriter::emit(Sink&& sink) const {
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
   std::vector<uint8_t> out;
+  if (has_streamed()) return out;
   emit([&](const uint8_t* p, uint64_t n) {
     out.insert(out.end(), p, p + n);
     return true;
@@ -264,6 +300,10 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 }
 
 bool GgufWriter::write(const std::string& path, std::string* error) const {
+  if (has_streamed()) {
+    if (error) *error = path + ": the writer holds streamed tensors; use write_streamed";
+    return false;
+  }
   const std::string tmp = path + ".partial";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) {
@@ -279,6 +319,111 @@ bool GgufWriter::write(const std::string& path, std::string* error) const {
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed) {
     if (error) *error = tmp + ": write failed: " + std::strerror(write_errno ? write_errno : errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (error) *error = path + ": cannot rename the finished file into place: " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool pwrite_all(int fd, const uint8_t* p, uint64_t n, uint64_t offset) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<uint64_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool GgufWriter::write_streamed(const std::string& path, const RowProducer& produce, int n_threads,
+                                uint64_t chunk_bytes, std::string* error) const {
+  const uint64_t align = alignment();
+  const std::vector<uint8_t> head = header();
+  // Work list: (tensor, first row, rows) ranges of about chunk_bytes.
+  struct Range { size_t tensor; int64_t row0, rows; uint64_t file_offset, bytes; };
+  std::vector<Range> ranges;
+  uint64_t offset = head.size();
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const Tensor& t = tensors_[i];
+    if (t.is_streamed && t.streamed_bytes > 0) {
+      int64_t rows = 1;
+      for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+      const uint64_t row_bytes = t.streamed_bytes / static_cast<uint64_t>(rows);
+      const int64_t per = static_cast<int64_t>(std::max<uint64_t>(1, chunk_bytes / std::max<uint64_t>(1, row_bytes)));
+      for (int64_t r = 0; r < rows; r += per) {
+        const int64_t n = std::min(per, rows - r);
+        ranges.push_back({i, r, n, offset + static_cast<uint64_t>(r) * row_bytes, static_cast<uint64_t>(n) * row_bytes});
+      }
+    }
+    offset += align_up(t.size(), align);
+  }
+  const uint64_t file_size = offset;
+
+  const std::string tmp = path + ".partial";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (error) *error = tmp + ": cannot create: " + std::strerror(errno);
+    return false;
+  }
+  std::string problem;
+  auto fail = [&](const std::string& what) {
+    if (error) *error = tmp + ": " + what;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return false;
+  };
+  // Padding between tensors stays zero: the file is extended first.
+  if (::ftruncate(fd, static_cast<off_t>(file_size)) != 0) return fail(std::string("cannot size the file: ") + std::strerror(errno));
+  if (!pwrite_all(fd, head.data(), head.size(), 0)) return fail(std::string("write failed: ") + std::strerror(errno));
+  offset = head.size();
+  for (const Tensor& t : tensors_) {
+    if (!t.is_streamed && !t.bytes().empty() && !pwrite_all(fd, t.bytes().data(), t.bytes().size(), offset))
+      return fail(std::string("write failed: ") + std::strerror(errno));
+    offset += align_up(t.size(), align);
+  }
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex problem_mutex;
+  auto worker = [&] {
+    std::vector<uint8_t> buf;
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= ranges.size() || failed.load()) return;
+      const Range& r = ranges[i];
+      buf.resize(r.bytes);
+      std::string why;
+      if (!produce(r.tensor, r.row0, r.rows, buf.data())) why = "the producer failed for tensor '" + tensors_[r.tensor].name + "'";
+      else if (!pwrite_all(fd, buf.data(), r.bytes, r.file_offset)) why = std::string("write failed: ") + std::strerror(errno);
+      if (!why.empty()) {
+        std::lock_guard<std::mutex> lock(problem_mutex);
+        if (problem.empty()) problem = why;
+        failed.store(true);
+        return;
+      }
+    }
+  };
+  const int n = std::max(1, n_threads);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(worker);
+  worker();
+  for (auto& th : threads) th.join();
+  if (failed.load()) return fail(problem);
+  if (::close(fd) != 0) {
+    if (error) *error = tmp + ": close failed: " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;
   }

@@ -4,6 +4,7 @@
 // craft files, by the synthetic-model generator and by `guild pack`.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,12 +95,32 @@ class GgufWriter {
   // with `data` as its bytes: for crafting invalid files in tests.
   void add_raw_tensor(std::string_view name, uint32_t type_id, std::span<const int64_t> ne,
                       std::span<const uint8_t> data);
+  // A tensor whose bytes are produced while the file is written (streaming
+  // mode, for files too large to hold in memory): only its name, type and
+  // shape are recorded here; write_streamed() asks a RowProducer for them.
+  bool add_tensor_streamed(std::string_view name, uint32_t type_id, std::span<const int64_t> ne,
+                           std::string* error);
   size_t n_tensors() const { return tensors_.size(); }
 
-  // The whole file in memory (tests do byte surgery on it).
+  // The whole file in memory (tests do byte surgery on it). Empty when a
+  // tensor was added with add_tensor_streamed (use write_streamed).
   std::vector<uint8_t> to_bytes() const;
   // Writes the file (through a temporary next to it, renamed on success).
+  // Fails for a writer holding streamed tensors (use write_streamed).
   bool write(const std::string& path, std::string* error) const;
+
+  // produce(tensor, first_row, n_rows, dst): fill rows [first_row, first_row +
+  // n_rows) of tensor number `tensor` (in add order; a row is ne[0] elements,
+  // rows run over ne[1..3]) into dst; false aborts the write. Called from
+  // several threads at once, for disjoint row ranges, in no particular order.
+  using RowProducer = std::function<bool(size_t tensor, int64_t first_row, int64_t n_rows, uint8_t* dst)>;
+  // Streaming write: the header and infos first, then the streamed tensors'
+  // bytes range by range (about chunk_bytes each) from n_threads threads, each
+  // range written with pwrite at its final place, so memory use is
+  // n_threads * chunk_bytes whatever the file size. Tensors added with bytes
+  // are written as they are. Through a temporary file renamed on success.
+  bool write_streamed(const std::string& path, const RowProducer& produce, int n_threads, uint64_t chunk_bytes,
+                      std::string* error) const;
 
  private:
   struct Tensor {
@@ -109,8 +130,14 @@ class GgufWriter {
     bool is_owned = false;
     std::vector<uint8_t> owned;     // the bytes, when is_owned
     std::span<const uint8_t> view;  // the caller's bytes, otherwise
+    bool is_streamed = false;       // bytes come from a RowProducer
+    uint64_t streamed_bytes = 0;    // their size, when is_streamed
     std::span<const uint8_t> bytes() const { return is_owned ? std::span<const uint8_t>(owned) : view; }
+    uint64_t size() const { return is_streamed ? streamed_bytes : bytes().size(); }
   };
+  bool has_streamed() const;
+  // Header, metadata and tensor infos, padded to the alignment.
+  std::vector<uint8_t> header() const;
   bool check_tensor(std::string_view name, uint32_t type_id, std::span<const int64_t> ne, uint64_t data_bytes,
                     std::string* error) const;
   template <typename Sink>

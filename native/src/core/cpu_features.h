@@ -30,6 +30,11 @@ struct CpuFeatures {
 
   // AVX2 + FMA + F16C: what the cpu-avx2 kernel table needs.
   bool has_avx2_table_isa() const { return avx2 && fma && f16c; }
+  // What the cpu-avx512 table needs: the AVX2 table's ISA plus AVX-512
+  // F/BW/VL/DQ and VNNI (vpdpbusd / vpdpwssd).
+  bool has_avx512_table_isa() const {
+    return has_avx2_table_isa() && bmi2 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
+  }
 };
 
 // Detected once (function-local static) and cached.

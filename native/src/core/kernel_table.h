@@ -16,6 +16,26 @@ using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // dot(weight row of type T, activation row already in T's vec_dot_type), n elements.
 using VecDotFn = float (*)(int64_t n, const void* weight_row, const void* act_row);
+// A tile of a matrix product: out[t][r] = vec_dot(n, w + r * w_stride, act[t])
+// for r < n_rows, t < n_act. Every entry is computed with exactly the
+// operations vec_dot uses (vec_dot is the 1 x 1 case), so results never depend
+// on how a product is tiled: one token at a time gives the bits of a batch.
+using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* const* act,
+                        float* const* out, int n_act);
+
+// Attention over a layer's cached K/V rows (head_dim elements each, rows
+// `stride` elements apart, F16 bits or F32), for n_q query rows at once.
+// Each query row's result is computed the same way whatever n_q is.
+//   scores: s_rows[q][j] = dot(q_rows[q], k_j) * scale, j < n_keys
+//   pv:     o_rows[q][d] = sum_{j < n_keys} p_rows[q][j] * v_j[d] (o overwritten)
+using AttnScoresF16Fn = void (*)(int n_keys, int head_dim, const uint16_t* k, int64_t stride, const float* const* q_rows,
+                                 int n_q, float scale, float* const* s_rows);
+using AttnScoresF32Fn = void (*)(int n_keys, int head_dim, const float* k, int64_t stride, const float* const* q_rows,
+                                 int n_q, float scale, float* const* s_rows);
+using AttnPvF16Fn = void (*)(int n_keys, int head_dim, const uint16_t* v, int64_t stride, const float* const* p_rows,
+                             int n_q, float* const* o_rows);
+using AttnPvF32Fn = void (*)(int n_keys, int head_dim, const float* v, int64_t stride, const float* const* p_rows,
+                             int n_q, float* const* o_rows);
 
 struct TypeKernels {
   DequantRowFn dequant_row = nullptr;  // null: type not supported
@@ -24,6 +44,7 @@ struct TypeKernels {
   // quantized logits agree with the reference.
   TensorType vec_dot_type = TensorType::F32;
   VecDotFn vec_dot = nullptr;
+  GemmFn gemm = nullptr;  // null: callers loop over vec_dot
 };
 
 struct CpuKernelTable {
@@ -37,14 +58,27 @@ struct CpuKernelTable {
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y) = nullptr;  // y += a*x
   void (*fp16_to_f32_row)(const uint16_t* src, float* dst, int64_t n) = nullptr;
   void (*f32_to_fp16_row)(const float* src, uint16_t* dst, int64_t n) = nullptr;
+
+  // Attention (see the function types above) and its softmax step:
+  // softmax_exp replaces x[i] by exp(x[i] - max_i x) and returns their sum.
+  AttnScoresF16Fn attn_scores_f16 = nullptr;
+  AttnScoresF32Fn attn_scores_f32 = nullptr;
+  AttnPvF16Fn attn_pv_f16 = nullptr;
+  AttnPvF32Fn attn_pv_f32 = nullptr;
+  float (*softmax_exp)(int64_t n, float* x) = nullptr;
+  // out[i] = silu(gate[i]) * up[i]
+  void (*swiglu_f32)(int64_t n, const float* gate, const float* up, float* out) = nullptr;
 };
 
 // Tables built into this binary (until kernel packages load them at run time).
 const CpuKernelTable& cpu_kernels_generic();
 // Null when this binary was built without the AVX2 table.
 const CpuKernelTable* cpu_kernels_avx2();
-// The best table the running CPU supports (AVX2+FMA+F16C where present);
-// GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2 overrides.
+// Null when this binary was built without the AVX-512 table.
+const CpuKernelTable* cpu_kernels_avx512();
+// The best table the running CPU supports: AVX-512 (F/BW/VL/DQ/VNNI) where
+// present, else AVX2+FMA+F16C, else generic;
+// GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512 overrides.
 const CpuKernelTable& cpu_kernels_best();
 
 }  // namespace guild

@@ -1,7 +1,12 @@
 // A fixed pool of worker threads for data-parallel loops in the token and
-// layer loops. parallel_for hands out task indices through one atomic counter
-// (no allocation, no queue), and the calling thread works too. Workers spin
-// briefly before sleeping, because decode issues many short loops back to back.
+// layer loops. parallel_for hands out task indices through one atomic word
+// (loop generation + next index: no allocation, no queue), and the calling
+// thread works too. A loop is over when all its tasks have finished, not when
+// every worker has looked at it: a worker the OS has not scheduled yet (the
+// machine may be busy) never delays a loop it took no task of, and a late
+// worker cannot take a task of a newer loop by mistake (its claim names the
+// generation it woke up for). Workers spin briefly before sleeping, because
+// decode issues many short loops back to back.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -44,18 +49,23 @@ class ThreadPool {
   using TaskFn = void (*)(void* ctx, int64_t task, int thread);
   void run(int64_t n_tasks, TaskFn fn, void* ctx);
   void worker_main(int index);
-  void work(int thread);
+  void work(int thread, uint32_t gen);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::vector<int> cpus_;
 
-  // The current loop. generation_ changes when a new loop is published.
+  // Claims the next task of loop `gen`: its index, or -1 when that loop has
+  // no tasks left (or is no longer the current loop).
+  int64_t claim(uint32_t gen);
+
+  // The current loop. generation_ changes when a new loop is published;
+  // claim_ holds (generation << 32) | next task index of the current loop.
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_workers_{0};
+  std::atomic<int64_t> n_tasks_{0};
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_tasks_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
 

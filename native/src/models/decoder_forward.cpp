@@ -28,7 +28,9 @@ bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, in
     attn.resize(T * o_dim);
     block_out.resize(T * hp.n_embd);
     rope_cs.resize(T * hp.rope.n_rot);
-    scores.resize(static_cast<size_t>(n_threads) * n_ctx);
+    // Attention tiles: up to kAttnTileRows query rows (whole KV groups).
+    attn_tile_rows = std::max(kAttnTileRows, hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1);
+    scores.resize(static_cast<size_t>(n_threads) * attn_tile_rows * n_ctx);
     router_logits.resize(T * std::max(1, hp.n_expert));
     if (hp.n_expert > 0) routing.reserve(max_tokens, k, hp.n_expert);
     ffn_gate.resize(T * k * n_ff);
@@ -49,6 +51,35 @@ bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, in
 }
 
 namespace {
+
+// fn(i0, i1) over row blocks of [0, n): in parallel for batches (the row-wise
+// steps around the products would otherwise run on one thread while the
+// others wait), inline for a few rows (decode).
+template <typename Fn>
+void for_rows(ThreadPool& pool, int n, Fn&& fn) {
+  constexpr int kBlock = 16;
+  if (n < 2 * kBlock || pool.size() == 1) {
+    fn(0, n);
+    return;
+  }
+  pool.parallel_for((n + kBlock - 1) / kBlock, [&](int64_t b, int) {
+    const int i0 = static_cast<int>(b) * kBlock;
+    fn(i0, std::min(n, i0 + kBlock));
+  });
+}
+
+// x += y for n rows of n_embd.
+void add_rows(const DecoderContext& c, const float* y, int n, float* x) {
+  const int64_t d = c.hp.n_embd;
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int64_t i = i0 * d; i < i1 * d; ++i) x[i] += y[i];
+  });
+}
+
+void norm_rows(const DecoderContext& c, const float* x, const float* w, int n, float* y) {
+  const int64_t d = c.hp.n_embd;
+  for_rows(c.pool, n, [&](int i0, int i1) { rms_norm_rows(x + i0 * d, w, c.hp.rms_eps, d, i1 - i0, y + i0 * d); });
+}
 
 // Converts n rows of `in` (stride n_in) for matrix w, reusing `have` when the
 // previous conversion already produced w's vec_dot_type.
@@ -82,6 +113,24 @@ void project(const DecoderContext& c, PreparedRows& a, PreparedRows& b, const QM
   matmul_prepared(c.pool, w, prepare(c, pick(a, b, w), w, in, n), n, y, w.n_out);
 }
 
+// Several projections of the same input: the matrices that share a
+// vec_dot_type (and row length) run in one parallel loop.
+void project_many(const DecoderContext& c, PreparedRows& a, PreparedRows& b, const QMatrix* const* ws, float* const* ys,
+                  int n_mats, const float* in, int n) {
+  bool done[4] = {};
+  for (int i = 0; i < n_mats; ++i) {
+    if (done[i]) continue;
+    MatmulJob jobs[4];
+    int n_jobs = 0;
+    for (int j = i; j < n_mats; ++j) {
+      if (done[j] || ws[j]->kernels->vec_dot_type != ws[i]->kernels->vec_dot_type || ws[j]->n_in != ws[i]->n_in) continue;
+      jobs[n_jobs++] = MatmulJob{ws[j], ys[j], ws[j]->n_out};
+      done[j] = true;
+    }
+    matmul_prepared_multi(c.pool, jobs, n_jobs, prepare(c, pick(a, b, *ws[i]), *ws[i], in, n), n);
+  }
+}
+
 void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, int n, int pos0) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
@@ -89,24 +138,30 @@ void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, 
   const int k_dim = hp.n_head_kv * hp.head_dim_k;
   const int v_dim = hp.n_head_kv * hp.head_dim_v;
 
-  rms_norm_rows(s.x.data(), L.attn_norm, hp.rms_eps, hp.n_embd, n, s.xn.data());
+  norm_rows(c, s.x.data(), L.attn_norm, n, s.xn.data());
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
-  project(c, a, b, L.wq, s.xn.data(), n, s.q.data());
-  project(c, a, b, L.wk, s.xn.data(), n, s.k.data());
-  project(c, a, b, L.wv, s.xn.data(), n, s.v.data());
+  const QMatrix* qkv[3] = {&L.wq, &L.wk, &L.wv};
+  float* qkv_out[3] = {s.q.data(), s.k.data(), s.v.data()};
+  project_many(c, a, b, qkv, qkv_out, 3, s.xn.data(), n);
 
-  for (int i = 0; i < n; ++i) {
-    float* qi = s.q.data() + static_cast<int64_t>(i) * q_dim;
-    float* ki = s.k.data() + static_cast<int64_t>(i) * k_dim;
-    if (hp.qk_norm) {
-      for (int h = 0; h < hp.n_head; ++h) rms_norm(qi + h * hp.head_dim_k, L.q_norm, hp.rms_eps, hp.head_dim_k, qi + h * hp.head_dim_k);
-      for (int h = 0; h < hp.n_head_kv; ++h) rms_norm(ki + h * hp.head_dim_k, L.k_norm, hp.rms_eps, hp.head_dim_k, ki + h * hp.head_dim_k);
+  // Per token: q/k norms, rope, then K and V into the cache (rows of distinct
+  // positions: safe from several threads).
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int i = i0; i < i1; ++i) {
+      float* qi = s.q.data() + static_cast<int64_t>(i) * q_dim;
+      float* ki = s.k.data() + static_cast<int64_t>(i) * k_dim;
+      if (hp.qk_norm) {
+        for (int h = 0; h < hp.n_head; ++h)
+          rms_norm(qi + h * hp.head_dim_k, L.q_norm, hp.rms_eps, hp.head_dim_k, qi + h * hp.head_dim_k);
+        for (int h = 0; h < hp.n_head_kv; ++h)
+          rms_norm(ki + h * hp.head_dim_k, L.k_norm, hp.rms_eps, hp.head_dim_k, ki + h * hp.head_dim_k);
+      }
+      const float* cs = s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot;
+      rope_apply(hp.rope, cs, qi, hp.n_head, hp.head_dim_k);
+      rope_apply(hp.rope, cs, ki, hp.n_head_kv, hp.head_dim_k);
+      c.kv.store(layer, pos0 + i, ki, s.v.data() + static_cast<int64_t>(i) * v_dim);
     }
-    const float* cs = s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot;
-    rope_apply(hp.rope, cs, qi, hp.n_head, hp.head_dim_k);
-    rope_apply(hp.rope, cs, ki, hp.n_head_kv, hp.head_dim_k);
-    c.kv.store(layer, pos0 + i, ki, s.v.data() + static_cast<int64_t>(i) * v_dim);
-  }
+  });
 
   AttentionShape shape;
   shape.n_head = hp.n_head;
@@ -114,64 +169,58 @@ void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, 
   shape.head_dim_k = hp.head_dim_k;
   shape.head_dim_v = hp.head_dim_v;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  attention(c.pool, shape, c.kv, layer, s.q.data(), n, pos0, s.attn.data(), s.scores.data());
+  attention(c.pool, c.kernels, shape, c.kv, layer, s.q.data(), n, pos0, s.attn.data(), s.scores.data(), s.attn_tile_rows);
 
   PreparedRows o{s.act_in.data(), s.rows_in.data()}, o2{s.act_in2.data(), s.rows_in2.data()};
   project(c, o, o2, L.wo, s.attn.data(), n, s.block_out.data());
-  const int64_t total = static_cast<int64_t>(n) * hp.n_embd;
-  for (int64_t i = 0; i < total; ++i) s.x[i] += s.block_out[i];
+  add_rows(c, s.block_out.data(), n, s.x.data());
 }
 
 void moe_block(const DecoderContext& c, const LayerWeights& L, int n) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
   const int k = hp.n_expert_used;
-  const int n_ff = hp.n_ff_exp;
 
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
   project(c, a, b, L.router, s.xn.data(), n, s.router_logits.data());
-  route_softmax_topk(s.router_logits.data(), n, hp.n_expert, k, &s.routing);
+  s.routing.n_tokens = n;
+  s.routing.k = k;
+  s.routing.n_expert = hp.n_expert;
+  for_rows(c.pool, n, [&](int t0, int t1) { route_softmax_topk_rows(s.router_logits.data(), t0, t1, &s.routing); });
+  group_slots_by_expert(&s.routing);
 
-  // Each slot (token, choice) reads its token's prepared input row.
-  const int n_slots = n * k;
-  const uint8_t** slot_rows = s.rows_ffn.data();
-  const uint8_t* const* gate_rows = prepare(c, pick(a, b, L.gate_exps.first), L.gate_exps.first, s.xn.data(), n);
-  for (int slot = 0; slot < n_slots; ++slot) slot_rows[slot] = gate_rows[slot / k];
-  expert_matmul(c.pool, L.gate_exps, s.routing, slot_rows, s.ffn_gate.data(), n_ff);
-  const uint8_t* const* up_rows = prepare(c, pick(a, b, L.up_exps.first), L.up_exps.first, s.xn.data(), n);
-  for (int slot = 0; slot < n_slots; ++slot) slot_rows[slot] = up_rows[slot / k];
-  expert_matmul(c.pool, L.up_exps, s.routing, slot_rows, s.ffn_up.data(), n_ff);
-
-  for (int slot = 0; slot < n_slots; ++slot) {
-    const int64_t off = static_cast<int64_t>(slot) * n_ff;
-    swiglu(s.ffn_gate.data() + off, s.ffn_up.data() + off, n_ff, s.ffn_gate.data() + off);
-  }
-  const QMatrix& down0 = L.down_exps.first;
-  quantize_activations(c.pool, c.kernels, down0, s.ffn_gate.data(), n_ff, n_slots, s.act_ffn.data());
-  const size_t rb = act_row_bytes(down0);
-  for (int slot = 0; slot < n_slots; ++slot) slot_rows[slot] = s.act_ffn.data() + slot * rb;
-  expert_matmul(c.pool, L.down_exps, s.routing, slot_rows, s.ffn_down.data(), hp.n_embd);
+  // Gate, up, SwiGLU and down of every routed expert (ops/moe.h).
+  const uint8_t* const* x_rows = prepare(c, pick(a, b, L.gate_exps.first), L.gate_exps.first, s.xn.data(), n);
+  MoeBuffers buf;
+  buf.gate = s.ffn_gate.data();
+  buf.up = s.ffn_up.data();
+  buf.act_down = s.act_ffn.data();
+  buf.slot_rows = s.rows_ffn.data();
+  moe_ffn(c.pool, c.kernels, L.gate_exps, L.up_exps, L.down_exps, s.routing, x_rows, buf, s.ffn_down.data(), hp.n_embd);
 
   // moe_out = Σ_j w_j · expert_j(x), summed in choice order, then the residual add.
-  for (int t = 0; t < n; ++t) {
-    float* out = s.block_out.data() + static_cast<int64_t>(t) * hp.n_embd;
-    for (int j = 0; j < k; ++j) {
-      const int slot = t * k + j;
-      const float wj = s.routing.weights[slot];
-      const float* y = s.ffn_down.data() + static_cast<int64_t>(slot) * hp.n_embd;
-      if (j == 0) for (int d = 0; d < hp.n_embd; ++d) out[d] = y[d] * wj;
-      else        for (int d = 0; d < hp.n_embd; ++d) out[d] += y[d] * wj;
+  for_rows(c.pool, n, [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t) {
+      float* out = s.block_out.data() + static_cast<int64_t>(t) * hp.n_embd;
+      for (int j = 0; j < k; ++j) {
+        const int slot = t * k + j;
+        const float wj = s.routing.weights[slot];
+        const float* y = s.ffn_down.data() + static_cast<int64_t>(slot) * hp.n_embd;
+        if (j == 0) for (int d = 0; d < hp.n_embd; ++d) out[d] = y[d] * wj;
+        else        for (int d = 0; d < hp.n_embd; ++d) out[d] += y[d] * wj;
+      }
     }
-  }
+  });
 }
 
 void dense_ffn_block(const DecoderContext& c, const LayerWeights& L, int n) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
-  project(c, a, b, L.ffn_gate, s.xn.data(), n, s.ffn_gate.data());
-  project(c, a, b, L.ffn_up, s.xn.data(), n, s.ffn_up.data());
-  swiglu(s.ffn_gate.data(), s.ffn_up.data(), static_cast<int64_t>(n) * hp.n_ff, s.ffn_gate.data());
+  const QMatrix* gu[2] = {&L.ffn_gate, &L.ffn_up};
+  float* gu_out[2] = {s.ffn_gate.data(), s.ffn_up.data()};
+  project_many(c, a, b, gu, gu_out, 2, s.xn.data(), n);
+  c.kernels.swiglu_f32(static_cast<int64_t>(n) * hp.n_ff, s.ffn_gate.data(), s.ffn_up.data(), s.ffn_gate.data());
   PreparedRows d{s.act_ffn.data(), s.rows_ffn.data()}, d2{s.act_in.data(), s.rows_in.data()};
   project(c, d, d2, L.ffn_down, s.ffn_gate.data(), n, s.block_out.data());
 }
@@ -184,26 +233,26 @@ void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int 
   const ModelWeights& w = c.w;
   DecoderScratch& s = c.s;
 
-  for (int i = 0; i < n; ++i) {
-    w.token_embd.kernels->dequant_row(w.token_embd.row(tokens[i]), s.x.data() + static_cast<int64_t>(i) * hp.n_embd,
-                                      hp.n_embd);
-    rope_cache(hp.rope, pos0 + i, s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot);
-  }
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int i = i0; i < i1; ++i) {
+      w.token_embd.kernels->dequant_row(w.token_embd.row(tokens[i]), s.x.data() + static_cast<int64_t>(i) * hp.n_embd,
+                                        hp.n_embd);
+      rope_cache(hp.rope, pos0 + i, s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot);
+    }
+  });
 
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
     attention_block(c, L, l, n, pos0);
-    rms_norm_rows(s.x.data(), L.ffn_norm, hp.rms_eps, hp.n_embd, n, s.xn.data());
+    norm_rows(c, s.x.data(), L.ffn_norm, n, s.xn.data());
     if (L.is_moe()) moe_block(c, L, n);
     else dense_ffn_block(c, L, n);
-    const int64_t total = static_cast<int64_t>(n) * hp.n_embd;
-    for (int64_t i = 0; i < total; ++i) s.x[i] += s.block_out[i];
+    add_rows(c, s.block_out.data(), n, s.x.data());
   }
 
   const int first_row = all_rows ? 0 : n - 1;
   const int n_rows = n - first_row;
-  rms_norm_rows(s.x.data() + static_cast<int64_t>(first_row) * hp.n_embd, w.output_norm, hp.rms_eps, hp.n_embd,
-                n_rows, s.norm_out.data());
+  norm_rows(c, s.x.data() + static_cast<int64_t>(first_row) * hp.n_embd, w.output_norm, n_rows, s.norm_out.data());
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
   project(c, a, b, w.output, s.norm_out.data(), n_rows, logits);
 }

@@ -26,7 +26,8 @@ struct DecoderScratch {
   std::vector<float> attn;       // [T][n_head * head_dim_v]
   std::vector<float> block_out;  // [T][n_embd] attention or FFN output before the residual add
   std::vector<float> rope_cs;    // [T][n_rot] cos/sin per position
-  std::vector<float> scores;     // [threads][n_ctx] attention scores
+  std::vector<float> scores;     // [threads][attn_tile_rows][n_ctx] attention scores
+  int attn_tile_rows = 0;        // query rows per attention task (scores rows per thread)
   std::vector<float> router_logits;  // [T][n_expert]
   ExpertRouting routing;
   std::vector<float> ffn_gate;   // [T*k][n_ff] (dense: [T][n_ff])

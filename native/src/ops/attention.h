@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "runtime/kv_cache.h"
 
@@ -18,8 +19,21 @@ struct AttentionShape {
   int sliding_window = 0;  // 0 = full causal attention
 };
 
+// Query rows (token x head of one KV group) handled by one attention task.
+inline constexpr int kAttnTileRows = 16;
+
 // q: [n_tokens][n_head * head_dim_k]; out: [n_tokens][n_head * head_dim_v].
-// scores: per-thread scratch of pool.size() × kv.n_ctx() floats.
+// scores: per-thread scratch of pool.size() × tile_rows × kv.n_ctx() floats.
+// Tasks are (KV head, block of tokens): the KV group's query heads of up to
+// tile_rows / group tokens go through the kernels together, so each cached K
+// and V row is converted once per task rather than once per query row. Each
+// query row's result is the same whatever the tiling (batch == one token at a
+// time, bit for bit).
+void attention(ThreadPool& pool, const CpuKernelTable& k, const AttentionShape& s, const KvCache& kv, int layer,
+               const float* q, int n_tokens, int pos0, float* out, float* scores, int tile_rows);
+
+// The same with the best kernel table and one query row per task (scores:
+// pool.size() × kv.n_ctx() floats).
 void attention(ThreadPool& pool, const AttentionShape& s, const KvCache& kv, int layer,
                const float* q, int n_tokens, int pos0, float* out, float* scores);
 

@@ -35,6 +35,29 @@ void quantize_activations(ThreadPool& pool, const CpuKernelTable& k, const QMatr
 void matmul_prepared(ThreadPool& pool, const QMatrix& w, const uint8_t* const* act_rows, int n_act,
                      float* y, int64_t y_stride);
 
+// One product of several sharing the same prepared activation rows (all the
+// matrices have the same vec_dot_type and n_in): y[i][r] = dot(W row r, act[i]).
+struct MatmulJob {
+  const QMatrix* w = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+// Runs every job in one parallel loop (one pool round trip for, e.g., q, k
+// and v of a layer).
+void matmul_prepared_multi(ThreadPool& pool, const MatmulJob* jobs, int n_jobs, const uint8_t* const* act_rows,
+                           int n_act);
+
+// The serial kernel under all of these: out_rows[i][r - r0] = dot(W row r,
+// act_rows[i]) for r in [r0, r1), i < n_act, through W's tile kernel (gemm)
+// or, for types without one, vec_dot. out_rows[i] points at column r0.
+void gemm_rows(const QMatrix& w, int64_t r0, int64_t r1, const uint8_t* const* act_rows, float* const* out_rows,
+               int n_act);
+
+// Rows per parallel task for a matrix in a loop of n_act activation rows
+// shared by n_threads threads (a multiple of 4; at least enough weight bytes
+// to amortise handing out the task).
+int64_t matmul_chunk_rows(const QMatrix& w, int n_act, int n_threads, int64_t rows_in_loop);
+
 // Convenience: quantize x (n rows, stride n_in) into `scratch` (at least
 // n * act_row_bytes(w) bytes) and multiply. row_ptrs has room for n pointers.
 void matmul(ThreadPool& pool, const CpuKernelTable& k, const QMatrix& w, const float* x, int n,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/matmul.h"
+
 namespace guild {
 
 void ExpertRouting::reserve(int max_tokens, int k_, int n_expert_) {
@@ -14,13 +16,20 @@ void ExpertRouting::reserve(int max_tokens, int k_, int n_expert_) {
   // Upper bound on tasks: every expert split into at most 64 row chunks.
   task_expert.reserve(static_cast<size_t>(n_expert_) * 64 + 64);
   task_row.reserve(static_cast<size_t>(n_expert_) * 64 + 64);
+  active.reserve(static_cast<size_t>(n_expert_));
 }
 
 void route_softmax_topk(const float* logits, int n_tokens, int n_expert, int k, ExpertRouting* r) {
   r->n_tokens = n_tokens;
   r->k = k;
   r->n_expert = n_expert;
-  for (int t = 0; t < n_tokens; ++t) {
+  route_softmax_topk_rows(logits, 0, n_tokens, r);
+  group_slots_by_expert(r);
+}
+
+void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting* r) {
+  const int n_expert = r->n_expert, k = r->k;
+  for (int t = t0; t < t1; ++t) {
     const float* l = logits + static_cast<int64_t>(t) * n_expert;
     float max_l = -INFINITY;
     for (int e = 0; e < n_expert; ++e) max_l = std::max(max_l, l[e]);
@@ -48,7 +57,6 @@ void route_softmax_topk(const float* logits, int n_tokens, int n_expert, int k, 
     for (int j = 0; j < k; ++j) wsum += w[j];
     for (int j = 0; j < k; ++j) w[j] /= wsum;
   }
-  group_slots_by_expert(r);
 }
 
 void group_slots_by_expert(ExpertRouting* r) {
@@ -61,17 +69,36 @@ void group_slots_by_expert(ExpertRouting* r) {
   for (int s = 0; s < n_slots; ++s) r->slots_by_expert[r->cursor[r->ids[s]]++] = s;
 }
 
-void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
-                   const uint8_t* const* act_rows, float* y, int64_t y_stride) {
-  const int64_t n_out = w.first.n_out;
-  const int n_threads = pool.size();
-  // Count active experts to size row chunks so all threads get work.
+namespace {
+
+constexpr int kSlotBlock = 64;  // slots per gemm call (pointer arrays on the stack)
+
+// Rows [r0, r1) of expert e's matrix m for every slot routed to e:
+// y[slot * y_stride + row] = dot(row, act_rows[slot]).
+void expert_rows(const QMatrix& m, const ExpertRouting& r, int e, int64_t r0, int64_t r1,
+                 const uint8_t* const* act_rows, float* y, int64_t y_stride) {
+  const uint8_t* act[kSlotBlock];
+  float* out[kSlotBlock];
+  for (int32_t i0 = r.offset[e]; i0 < r.offset[e + 1]; i0 += kSlotBlock) {
+    const int nb = std::min<int32_t>(kSlotBlock, r.offset[e + 1] - i0);
+    for (int i = 0; i < nb; ++i) {
+      const int32_t slot = r.slots_by_expert[i0 + i];
+      act[i] = act_rows[slot];
+      out[i] = y + slot * y_stride + r0;
+    }
+    gemm_rows(m, r0, r1, act, out, nb);
+  }
+}
+
+// (expert, first row) tasks covering every active expert of n_out rows in
+// chunks of `chunk` rows; returns the chunk.
+int64_t build_row_tasks(ExpertRouting& r, int64_t n_out, int n_threads, int n_mats) {
   int n_active = 0;
   for (int e = 0; e < r.n_expert; ++e) n_active += r.offset[e + 1] > r.offset[e];
-  if (n_active == 0) return;
-  int64_t chunks_per_expert = std::max<int64_t>(1, (n_threads * 4 + n_active - 1) / n_active);
+  int64_t chunks_per_expert = std::max<int64_t>(1, (n_threads * 4 + n_active * n_mats - 1) / (n_active * n_mats));
   chunks_per_expert = std::min<int64_t>(chunks_per_expert, 64);
   int64_t chunk = std::max<int64_t>(1, (n_out + chunks_per_expert - 1) / chunks_per_expert);
+  chunk = std::min(n_out, (chunk + 3) & ~int64_t{3});
   r.task_expert.clear();
   r.task_row.clear();
   for (int e = 0; e < r.n_expert; ++e) {
@@ -81,19 +108,89 @@ void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
       r.task_row.push_back(static_cast<int32_t>(row));
     }
   }
-  const VecDotFn dot = w.first.kernels->vec_dot;
+  return chunk;
+}
+
+}  // namespace
+
+void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
+                   const uint8_t* const* act_rows, float* y, int64_t y_stride) {
+  const int64_t n_out = w.first.n_out;
+  int n_active = 0;
+  for (int e = 0; e < r.n_expert; ++e) n_active += r.offset[e + 1] > r.offset[e];
+  if (n_active == 0) return;
+  const int64_t chunk = build_row_tasks(r, n_out, pool.size(), 1);
   pool.parallel_for(static_cast<int64_t>(r.task_expert.size()), [&](int64_t task, int) {
     const int e = r.task_expert[task];
-    const QMatrix m = w.expert(e);
     const int64_t r0 = r.task_row[task];
-    const int64_t r1 = std::min(n_out, r0 + chunk);
-    for (int32_t i = r.offset[e]; i < r.offset[e + 1]; ++i) {
-      const int32_t slot = r.slots_by_expert[i];
-      const uint8_t* a = act_rows[slot];
-      float* out = y + slot * y_stride;
-      for (int64_t row = r0; row < r1; ++row) out[row] = dot(m.n_in, m.row(row), a);
-    }
+    expert_rows(w.expert(e), r, e, r0, std::min(n_out, r0 + chunk), act_rows, y, y_stride);
   });
+}
+
+void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& gate, const ExpertMatrices& up,
+             const ExpertMatrices& down, ExpertRouting& r, const uint8_t* const* x_rows, const MoeBuffers& buf, float* y,
+             int64_t y_stride) {
+  const int64_t n_ff = gate.first.n_out;
+  const int64_t n_embd = down.first.n_out;
+  const int n_slots = r.n_tokens * r.k;
+  const uint8_t** slot_rows = buf.slot_rows;
+  for (int slot = 0; slot < n_slots; ++slot) slot_rows[slot] = x_rows[slot / r.k];
+  const QuantizeRowFn quantize = k.quantize_act[static_cast<uint32_t>(down.first.kernels->vec_dot_type)];
+  const size_t down_act_bytes = act_row_bytes(down.first);
+  auto hidden = [&](int32_t slot) {  // SwiGLU, then the down projection's activation row
+    float* g = buf.gate + static_cast<int64_t>(slot) * n_ff;
+    k.swiglu_f32(n_ff, g, buf.up + static_cast<int64_t>(slot) * n_ff, g);
+    quantize(g, buf.act_down + slot * down_act_bytes, n_ff);
+  };
+
+  r.active.clear();
+  for (int e = 0; e < r.n_expert; ++e)
+    if (r.offset[e + 1] > r.offset[e]) r.active.push_back(e);
+  const int n_active = static_cast<int>(r.active.size());
+  if (n_active == 0) return;
+
+  if (n_active >= 2 * pool.size()) {
+    // One task per expert, largest first so the tail of the loop is short.
+    std::stable_sort(r.active.begin(), r.active.end(), [&](int32_t a, int32_t b) {
+      return r.offset[a + 1] - r.offset[a] > r.offset[b + 1] - r.offset[b];
+    });
+    pool.parallel_for(n_active, [&](int64_t task, int) {
+      const int e = r.active[task];
+      expert_rows(gate.expert(e), r, e, 0, n_ff, slot_rows, buf.gate, n_ff);
+      expert_rows(up.expert(e), r, e, 0, n_ff, slot_rows, buf.up, n_ff);
+      const uint8_t* act[kSlotBlock];
+      float* out[kSlotBlock];
+      const QMatrix dm = down.expert(e);
+      for (int32_t i0 = r.offset[e]; i0 < r.offset[e + 1]; i0 += kSlotBlock) {
+        const int nb = std::min<int32_t>(kSlotBlock, r.offset[e + 1] - i0);
+        for (int i = 0; i < nb; ++i) {
+          const int32_t slot = r.slots_by_expert[i0 + i];
+          hidden(slot);
+          act[i] = buf.act_down + slot * down_act_bytes;
+          out[i] = y + slot * y_stride;
+        }
+        gemm_rows(dm, 0, n_embd, act, out, nb);
+      }
+    });
+    return;
+  }
+
+  // Few experts for many threads: row chunks. Gate and up in one loop.
+  const int64_t chunk = build_row_tasks(r, n_ff, pool.size(), 2);
+  const int64_t n_gu = static_cast<int64_t>(r.task_expert.size());
+  pool.parallel_for(2 * n_gu, [&](int64_t task, int) {
+    const bool is_up = task >= n_gu;
+    const int64_t t = is_up ? task - n_gu : task;
+    const int e = r.task_expert[t];
+    const int64_t r0 = r.task_row[t];
+    const ExpertMatrices& m = is_up ? up : gate;
+    expert_rows(m.expert(e), r, e, r0, std::min(n_ff, r0 + chunk), slot_rows, is_up ? buf.up : buf.gate, n_ff);
+  });
+  for (int slot = 0; slot < n_slots; ++slot) {
+    hidden(slot);
+    slot_rows[slot] = buf.act_down + slot * down_act_bytes;
+  }
+  expert_matmul(pool, down, r, slot_rows, y, y_stride);
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {

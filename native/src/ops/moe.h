@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "models/weights.h"
 
@@ -25,12 +26,18 @@ struct ExpertRouting {
   // Work list for the grouped product: (expert, first row) pairs.
   std::vector<int32_t> task_expert;
   std::vector<int32_t> task_row;
+  // Active experts, most tokens first (moe_ffn's per-expert tasks).
+  std::vector<int32_t> active;
 
   void reserve(int max_tokens, int k, int n_expert);
 };
 
 // softmax over all experts, top-k (ties go to the lower id), weights renormalised.
 void route_softmax_topk(const float* logits, int n_tokens, int n_expert, int k, ExpertRouting* r);
+// The same for tokens [t0, t1) only (after r->n_tokens/k/n_expert are set),
+// without the grouping: callers split a batch across threads, then call
+// group_slots_by_expert once.
+void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting* r);
 
 // Groups slots by expert; call after the ids are set.
 void group_slots_by_expert(ExpertRouting* r);
@@ -39,6 +46,25 @@ void group_slots_by_expert(ExpertRouting* r);
 // act_rows: one prepared activation row per slot (in W's vec_dot_type).
 void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
                    const uint8_t* const* act_rows, float* y, int64_t y_stride);
+
+// Buffers for moe_ffn, sized for the largest batch (n_slots = tokens * k).
+struct MoeBuffers {
+  float* gate = nullptr;         // [n_slots][n_ff]
+  float* up = nullptr;           // [n_slots][n_ff]
+  uint8_t* act_down = nullptr;   // [n_slots][act_row_bytes(down)]
+  const uint8_t** slot_rows = nullptr;  // [n_slots]
+};
+
+// The routed experts of one layer, for every slot s = (token t, choice j)
+// routed to expert e:  h = silu(gate_e . x_t) * (up_e . x_t),  y[s] = down_e . h.
+// x_rows[t]: token t's input already in gate/up's vec_dot_type. y rows have
+// y_stride floats. With enough active experts every expert is one task (its
+// gate, up, SwiGLU, activation quantization and down in one go: one pool
+// round trip, each expert's weights read once while hot); otherwise gate+up
+// and down are two loops over row chunks of all active experts.
+void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& gate, const ExpertMatrices& up,
+             const ExpertMatrices& down, ExpertRouting& r, const uint8_t* const* x_rows, const MoeBuffers& buf, float* y,
+             int64_t y_stride);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

@@ -3,7 +3,11 @@
 // nothing to do here still appears, with a detail saying why.
 #include "runtime/model.h"
 
+#include "packages/loader.h"
+#include "packages/store.h"
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <new>
 
@@ -66,8 +70,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       prof.machine() = machine.to_json();
       st.detail.set("threads_requested", options.n_threads);
       st.detail.set("gpu", machine.gpus.empty() ? json::Value(machine.gpu_note) : json::Value(machine.gpus.front()));
-      m->kernels_ = &cpu_kernels_best();
-      st.detail.set("cpu_kernels", m->kernels_->name);
+      // The CPU kernel table is chosen in stage 2, among the enabled packages.
       // Worker CPUs: one per physical core first.
       const int n_threads = options.n_threads > 0 ? options.n_threads : std::max(1, machine.physical_usable);
       st.detail.set("threads", n_threads);
@@ -81,10 +84,64 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     // 2. Enabled kernel packages.
     {
       StageRecord& st = enter("packages");
-      st.detail.set("loaded", json::Value::array());
-      st.detail.set("note", "kernel packages are not available in this build; the built-in CPU kernel tables are used");
+      // An explicit directory, else $GUILD_PACKAGES_DIR, else the user data dir.
+      const std::string pkg_dir = packages::PackageStore::resolve_dir(options.packages_dir);
+      packages::PackageLoadResult pr = packages::load_enabled_packages(pkg_dir, m->display_name_);
+      st.detail.set("dir", pkg_dir);
+      json::Value loaded = json::Value::array();
+      for (const auto& p : pr.loaded) {
+        json::Value v = json::Value::object();
+        v.set("name", p->manifest.name);
+        v.set("version", p->manifest.version);
+        v.set("score", p->score);
+        v.set("library", p->library_path);
+        loaded.push_back(std::move(v));
+      }
+      st.detail.set("loaded", std::move(loaded));
+      json::Value skipped = json::Value::array();
+      for (const auto& sk : pr.skipped) {
+        json::Value v = json::Value::object();
+        v.set("name", sk.name);
+        v.set("reason", sk.reason);
+        skipped.push_back(std::move(v));
+        if (sk.reason != "disabled") prof.add_fallback("packages", sk.name + " skipped: " + sk.reason);
+      }
+      st.detail.set("skipped", std::move(skipped));
+      const char* forced = std::getenv("GUILD_FORCE_KERNELS");
+      std::string note;
+      m->kernel_provider_ = packages::pick_cpu_provider(pr, forced, &note);
+      // A forced table that no loaded package provides but the built-in
+      // tables do (e.g. its package is disabled) still wins.
+      if (!note.empty() && std::string(cpu_kernels_best().name) == forced) {
+        m->kernel_provider_.reset();
+        note = std::string("GUILD_FORCE_KERNELS=") + forced + ": no loaded package provides it; the built-in table is used";
+      }
+      if (!note.empty()) prof.add_fallback("packages", note);
+      if (m->kernel_provider_) {
+        m->kernels_ = m->kernel_provider_->cpu;
+        st.detail.set("cpu_source", "package");
+        // Other processes (the CLI while the app runs) see this use too; this
+        // process's own leases are taken in stage 7.
+        packages::record_process_lease(*m->kernel_provider_, pr.dir, "model " + m->display_name_);
+      } else {
+        m->kernels_ = &cpu_kernels_best();
+        const std::string why = !pr.dir_exists ? "no packages directory at " + pkg_dir
+                                : !note.empty() ? note
+                                                : "no enabled, compatible package with a CPU table in " + pkg_dir;
+        st.detail.set("cpu_source", "built-in");
+        st.detail.set("note", why + "; the built-in CPU kernel tables are used");
+        if (note.empty()) prof.add_fallback("packages", why + "; built-in " + std::string(m->kernels_->name) + " used");
+      }
+      st.detail.set("cpu_kernels", m->kernels_->name);
+      // device_policy.cpu_kernels (profile schema v1) reports the same choice,
+      // made here now that it depends on the packages.
+      if (StageRecord* policy = prof.find("device_policy")) policy->detail.set("cpu_kernels", m->kernels_->name);
       json::Value providers = json::Value::object();
       providers.set("cpu", m->kernels_->name);
+      json::Value ops = json::Value::object();
+      for (const char* op : {"dequant", "vec_dot", "gemm", "quantize_act", "float_ops", "attention"})
+        ops.set(op, m->kernels_->name);
+      providers.set("ops", std::move(ops));
       st.detail.set("providers", std::move(providers));
     }
 

@@ -25,6 +25,7 @@
 #include "tokenizer/vocab.h"
 
 namespace guild {
+namespace packages { struct LoadedProvider; }
 
 enum class LoadErrorKind { None, Io, Format, Unsupported, OutOfMemory, Cancelled, InvalidArgument };
 
@@ -33,6 +34,9 @@ struct LoadOptions {
   int n_ctx = 0;            // default session context; 0 = min(train ctx, 4096)
   KvType kv_type = KvType::F16;
   bool pin_threads = true;  // install worker affinity in stage 6
+  // Kernel packages directory (docs/PACKAGES.md); "" = $GUILD_PACKAGES_DIR,
+  // else the user data dir. A missing directory means the built-in tables.
+  std::string packages_dir;
   size_t max_queued = 64;   // generation requests that may wait behind the running one
   // Called when a stage starts (fraction = stages done / 14) and as bytes
   // are processed; return false to cancel the load.
@@ -77,6 +81,9 @@ class GuildModel {
 
  private:
   GuildModel() = default;
+  // The kernel package whose table kernels_ points into (null: built-in
+  // tables). Declared first so its library is closed last.
+  std::shared_ptr<packages::LoadedProvider> kernel_provider_;
   std::string path_;
   std::string display_name_;
   LoadOptions options_;

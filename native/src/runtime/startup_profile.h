@@ -43,6 +43,11 @@ class StartupProfile {
   // Closes the open stage.
   void end();
   StageRecord* current() { return open_ ? &stages_.back() : nullptr; }
+  // A recorded stage by name (to add detail learned later), or null.
+  StageRecord* find(const char* name) {
+    for (auto& s : stages_) if (s.name == name) return &s;
+    return nullptr;
+  }
   void add_fallback(std::string stage, std::string reason) { fallbacks_.push_back({std::move(stage), std::move(reason)}); }
 
   json::Value& model() { return model_; }

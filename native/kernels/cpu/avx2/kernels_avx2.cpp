@@ -33,12 +33,15 @@ namespace {
 #include "dequant_avx2.inc"
 #include "quantize_avx2.inc"
 #include "vec_dot_avx2.inc"
+#include "gemm_avx2.inc"
 
-constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot) {
+constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
+                        GemmFn gemm = nullptr) {
   TypeKernels& k = t.types[static_cast<uint32_t>(type)];
   k.dequant_row = dq;
   k.vec_dot_type = act;
   k.vec_dot = dot;
+  k.gemm = gemm;
 }
 
 constexpr CpuKernelTable make_avx2_table() {
@@ -52,12 +55,16 @@ constexpr CpuKernelTable make_avx2_table() {
   set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
   set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
   set_type(t, T::Q5_1, dq_q5_1, T::Q8_1, vd_q5_1);
-  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, vd_q8_0);
+  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, tile_vec_dot_avx2<Q80TileAvx2, kQK32>,
+           tile_gemm_avx2<Q80TileAvx2, kQK32, 4, 1>);
   set_type(t, T::Q2_K, dq_q2_k, T::Q8_K, vd_q2_k);
   set_type(t, T::Q3_K, dq_q3_k, T::Q8_K, vd_q3_k);
-  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, vd_q4_k);
-  set_type(t, T::Q5_K, dq_q5_k, T::Q8_K, vd_q5_k);
-  set_type(t, T::Q6_K, dq_q6_k, T::Q8_K, vd_q6_k);
+  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, tile_vec_dot_avx2<Q4KTileAvx2, kQK_K>,
+           tile_gemm_avx2<Q4KTileAvx2, kQK_K, 2, 2>);
+  set_type(t, T::Q5_K, dq_q5_k, T::Q8_K, tile_vec_dot_avx2<Q5KTileAvx2, kQK_K>,
+           tile_gemm_avx2<Q5KTileAvx2, kQK_K, 2, 2>);
+  set_type(t, T::Q6_K, dq_q6_k, T::Q8_K, tile_vec_dot_avx2<Q6KTileAvx2, kQK_K>,
+           tile_gemm_avx2<Q6KTileAvx2, kQK_K, 2, 2>);
   set_type(t, T::IQ4_NL, dq_iq4_nl, T::Q8_0, vd_iq4_nl);
   set_type(t, T::IQ4_XS, dq_iq4_xs, T::Q8_K, vd_iq4_xs);
   set_type(t, T::MXFP4, dq_mxfp4, T::Q8_0, vd_mxfp4);
@@ -71,6 +78,13 @@ constexpr CpuKernelTable make_avx2_table() {
   t.axpy_f32 = axpy_f32_avx2;
   t.fp16_to_f32_row = fp16_to_f32_row_avx2;
   t.f32_to_fp16_row = f32_to_fp16_row_avx2;
+
+  t.attn_scores_f16 = attn_scores_f16_avx2;
+  t.attn_scores_f32 = attn_scores_f32_avx2;
+  t.attn_pv_f16 = attn_pv_f16_avx2;
+  t.attn_pv_f32 = attn_pv_f32_avx2;
+  t.softmax_exp = softmax_exp_avx2;
+  t.swiglu_f32 = swiglu_f32_avx2;
   return t;
 }
 

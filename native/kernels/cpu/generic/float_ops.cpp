@@ -3,6 +3,7 @@
 // helpers of the table. Dots use 8 interleaved partial sums (element i goes
 // to partial i % 8), combined pairwise at the end; this is deterministic and
 // lets the compiler vectorize without changing results.
+#include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -65,6 +66,76 @@ void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
 
 void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_fp16(src[i]);
+}
+
+// ---- attention: plain loops, one query row at a time ----------------------------------
+
+namespace {
+
+template <typename Elem, typename ToF32>
+void scores(int n_keys, int head_dim, const Elem* k, int64_t stride, const float* const* q_rows, int n_q, float scale,
+            float* const* s_rows, ToF32 to_f32) {
+  for (int q = 0; q < n_q; ++q) {
+    const float* qv = q_rows[q];
+    for (int j = 0; j < n_keys; ++j) {
+      const Elem* kj = k + j * stride;
+      s_rows[q][j] = dot8(head_dim, qv, [kj, &to_f32](int64_t i) { return to_f32(kj[i]); }) * scale;
+    }
+  }
+}
+
+template <typename Elem, typename ToF32>
+void pv(int n_keys, int head_dim, const Elem* v, int64_t stride, const float* const* p_rows, int n_q,
+        float* const* o_rows, ToF32 to_f32) {
+  for (int q = 0; q < n_q; ++q) {
+    float* o = o_rows[q];
+    for (int d = 0; d < head_dim; ++d) o[d] = 0.0f;
+    for (int j = 0; j < n_keys; ++j) {
+      const float p = p_rows[q][j];
+      const Elem* vj = v + j * stride;
+      for (int d = 0; d < head_dim; ++d) o[d] += p * to_f32(vj[d]);
+    }
+  }
+}
+
+}  // namespace
+
+void attn_scores_f16(int n_keys, int head_dim, const uint16_t* k, int64_t stride, const float* const* q_rows, int n_q,
+                     float scale, float* const* s_rows) {
+  scores(n_keys, head_dim, k, stride, q_rows, n_q, scale, s_rows, [](uint16_t h) { return fp16_to_f32(h); });
+}
+
+void attn_scores_f32(int n_keys, int head_dim, const float* k, int64_t stride, const float* const* q_rows, int n_q,
+                     float scale, float* const* s_rows) {
+  scores(n_keys, head_dim, k, stride, q_rows, n_q, scale, s_rows, [](float f) { return f; });
+}
+
+void attn_pv_f16(int n_keys, int head_dim, const uint16_t* v, int64_t stride, const float* const* p_rows, int n_q,
+                 float* const* o_rows) {
+  pv(n_keys, head_dim, v, stride, p_rows, n_q, o_rows, [](uint16_t h) { return fp16_to_f32(h); });
+}
+
+void attn_pv_f32(int n_keys, int head_dim, const float* v, int64_t stride, const float* const* p_rows, int n_q,
+                 float* const* o_rows) {
+  pv(n_keys, head_dim, v, stride, p_rows, n_q, o_rows, [](float f) { return f; });
+}
+
+float softmax_exp(int64_t n, float* x) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return static_cast<float>(sum);
+}
+
+void swiglu_f32(int64_t n, const float* gate, const float* up, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
 }
 
 }  // namespace guild::cpu_generic

@@ -56,4 +56,16 @@ void axpy_f32(int64_t n, float a, const float* x, float* y);
 void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
 void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 
+// ---- attention (see AttnScoresF16Fn etc. in core/kernel_table.h)
+void attn_scores_f16(int n_keys, int head_dim, const uint16_t* k, int64_t stride, const float* const* q_rows, int n_q,
+                     float scale, float* const* s_rows);
+void attn_scores_f32(int n_keys, int head_dim, const float* k, int64_t stride, const float* const* q_rows, int n_q,
+                     float scale, float* const* s_rows);
+void attn_pv_f16(int n_keys, int head_dim, const uint16_t* v, int64_t stride, const float* const* p_rows, int n_q,
+                 float* const* o_rows);
+void attn_pv_f32(int n_keys, int head_dim, const float* v, int64_t stride, const float* const* p_rows, int n_q,
+                 float* const* o_rows);
+float softmax_exp(int64_t n, float* x);
+void swiglu_f32(int64_t n, const float* gate, const float* up, float* out);
+
 }  // namespace guild::cpu_generic

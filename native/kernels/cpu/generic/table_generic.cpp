@@ -46,6 +46,13 @@ constexpr CpuKernelTable make_generic_table() {
   t.axpy_f32 = g::axpy_f32;
   t.fp16_to_f32_row = g::fp16_to_f32_row;
   t.f32_to_fp16_row = g::f32_to_fp16_row;
+
+  t.attn_scores_f16 = g::attn_scores_f16;
+  t.attn_scores_f32 = g::attn_scores_f32;
+  t.attn_pv_f16 = g::attn_pv_f16;
+  t.attn_pv_f32 = g::attn_pv_f32;
+  t.softmax_exp = g::softmax_exp;
+  t.swiglu_f32 = g::swiglu_f32;
   return t;
 }
 

@@ -1,0 +1,105 @@
+// The composition root of the app's services: builds them once, from a
+// RuntimeHost and a data folder, and hands out the AppContract (what both
+// transports serve) plus the one event bus they listen to.
+import path from "node:path";
+
+import type { AppContract, AppEvents, EventName, EventSink } from "../../shared/app-contract.js";
+import type { ModelLoadSettings } from "../../shared/runtime-contract.js";
+import { embeddedModelPath } from "../paths.js";
+import { ChatServiceImpl, type ChatServiceOptions } from "./chat-service.js";
+import { ConversationStore } from "./conversation-store.js";
+import { ModelLibrary } from "./model-library.js";
+import { ModelManager } from "./model-manager.js";
+import { AppPackageService, packageBackendFrom, type PackageBackend } from "./package-adapter.js";
+import { PackageService } from "./package-service.js";
+import { ProfileStore } from "./profile-store.js";
+import { RuntimeHost } from "./runtime-host.js";
+
+export interface AppServicesOptions {
+  /** Where the database, profiles and models folder live (Electron: app.getPath("userData")). */
+  dataDir: string;
+  host?: RuntimeHost;
+  /** The default model. Defaults to embeddedModelPath() (a packaged app passes its resources copy). */
+  embeddedModel?: string;
+  /** Kernel packages; defaults to PackageService over `packagesDir`. null = none. */
+  packages?: PackageBackend | null;
+  /** The kernel packages folder; defaults to PackageService's ($GUILD_PACKAGES_DIR, else the user's). */
+  packagesDir?: string;
+  /** Defaults for every load (threads, context). */
+  loadDefaults?: ModelLoadSettings;
+  /** Load the embedded model on start (the first-start experience) unless the host already holds a model. Defaults to true. */
+  loadEmbedded?: boolean;
+  chat?: ChatServiceOptions;
+}
+
+export type EventListener = <E extends EventName>(name: E, payload: AppEvents[E]) => void;
+
+export interface AppServices {
+  contract: AppContract;
+  host: RuntimeHost;
+  models: ModelManager;
+  /** Receives every app event; returns the unsubscribe function. */
+  subscribe(listener: EventListener): () => void;
+  /** Resolves when the start-up load (if any) has finished or failed. */
+  ready: Promise<void>;
+  dispose(): Promise<void>;
+}
+
+export function createAppServices(options: AppServicesOptions): AppServices {
+  const listeners = new Set<EventListener>();
+  const emit: EventSink = (name, payload) => {
+    for (const l of listeners) {
+      try {
+        l(name, payload);
+      } catch {
+        // one listener's failure does not stop the others
+      }
+    }
+  };
+  // The runtime's load (stage 2, packages) reads the same folder the package page manages.
+  if (options.packagesDir !== undefined && process.env["GUILD_PACKAGES_DIR"] === undefined) process.env["GUILD_PACKAGES_DIR"] = options.packagesDir;
+  const ownHost = options.host === undefined;
+  const host = options.host ?? new RuntimeHost();
+  const store = new ConversationStore(path.join(options.dataDir, "conversations.sqlite"));
+  const profiles = new ProfileStore(path.join(options.dataDir, "profiles"));
+  const library = new ModelLibrary(options.embeddedModel ?? embeddedModelPath(), path.join(options.dataDir, "models"));
+  const models = new ModelManager(host, library, profiles, emit, options.loadDefaults ?? {});
+  const chat = new ChatServiceImpl(store, host, models, emit, options.chat ?? {});
+  const packageBackend = options.packages !== undefined ? options.packages
+    : packageBackendFrom(new PackageService(options.packagesDir !== undefined ? { dir: options.packagesDir } : {}));
+  const packages = new AppPackageService(packageBackend, emit);
+  const contract: AppContract = {
+    chat,
+    models,
+    packages,
+    profiles: {
+      recent: async () => profiles.recent(),
+      get: async (req) => profiles.get(req.id),
+      open: async (req) => profiles.open(req),
+    },
+  };
+  // A host that already holds a model (guild serve --model) keeps it; otherwise the embedded model is loaded.
+  const existing = host.listModels()[0];
+  if (existing) models.adopt(existing);
+  const ready = existing || options.loadEmbedded === false
+    ? Promise.resolve()
+    : models.load({ path: library.embeddedModel }).then(() => undefined, () => undefined);
+  return {
+    contract,
+    host,
+    models,
+    ready,
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async dispose() {
+      await chat.dispose();
+      await models.settled();
+      await models.unload().catch(() => undefined);
+      if (ownHost) await host.dispose();
+      store.close();
+      listeners.clear();
+    },
+  };
+}

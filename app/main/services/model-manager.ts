@@ -1,0 +1,143 @@
+// ModelManager: the app's ModelService. Holds the one current model (a load
+// replaces it), turns RuntimeHost's loadProgress events into `model.progress`
+// (stage index of the 14), records each load's startup profile in the
+// ProfileStore, and answers inspect through ModelLibrary.
+import { randomUUID } from "node:crypto";
+
+import type { EventSink, ModelFile, ModelService, ModelSummary } from "../../shared/app-contract.js";
+import { LOAD_STAGES, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
+import { inspectModel } from "../runtime/model.js";
+import type { ModelLibrary } from "./model-library.js";
+import type { ProfileStore } from "./profile-store.js";
+import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
+
+export class ModelManager implements ModelService {
+  private currentModel: LoadedModel | null = null;
+  private loading: Promise<LoadedModel> | null = null;
+
+  constructor(
+    private readonly host: RuntimeHost,
+    private readonly library: ModelLibrary,
+    private readonly profiles: ProfileStore,
+    private readonly emit: EventSink,
+    private readonly defaults: ModelLoadSettings = {},
+  ) {}
+
+  /** Takes a model already loaded in the host (e.g. by `guild serve --model`) as the current one. */
+  adopt(model: LoadedModel): void {
+    this.currentModel = model;
+    this.library.remember(model.path);
+    try {
+      this.profiles.add(this.host.profile(model.id), model.path);
+    } catch {
+      // no profile: nothing to record
+    }
+  }
+
+  async list(): Promise<ModelFile[]> {
+    return this.library.list();
+  }
+
+  /** The loaded model, or a clear error when none is. */
+  requireCurrent(): LoadedModel {
+    if (!this.currentModel) throw new RuntimeError(this.loading ? "the model is still loading" : "no model is loaded; load one on the Models page", "invalid");
+    return this.currentModel;
+  }
+
+  async current(): Promise<LoadedModel | null> {
+    return this.currentModel;
+  }
+
+  async load(req: { path: string; settings?: ModelLoadSettings }): Promise<LoadedModel> {
+    if (this.loading) throw new RuntimeError("a model is already loading", "busy");
+    const file = req.path.trim();
+    if (file.length === 0) throw new RuntimeError("a model path is required", "invalid");
+    const settings = sanitizeSettings({ ...this.defaults, ...(req.settings ?? {}) });
+    const loadId = randomUUID();
+    const off = this.host.subscribe((e) => {
+      if (e.type !== "loadProgress" || e.loadId !== loadId) return;
+      const i = (LOAD_STAGES as readonly string[]).indexOf(e.stage);
+      this.emit("model.progress", { path: file, stage: e.stage, stageIndex: i + 1, stageCount: LOAD_STAGES.length, fraction: e.fraction });
+    });
+    this.emit("model.state", { kind: "loading", path: file });
+    const run = async (): Promise<LoadedModel> => {
+      try {
+        // Check the file before giving up the current model for it.
+        try {
+          await inspectModel(file);
+        } catch (err) {
+          throw new RuntimeError(`cannot load ${file}: ${err instanceof Error ? err.message : String(err)}`, "invalid");
+        }
+        if (this.currentModel) {
+          const old = this.currentModel;
+          this.currentModel = null;
+          await this.host.unloadModel(old.id);
+        }
+        const model = await this.host.loadModel(file, settings, loadId);
+        this.currentModel = model;
+        this.library.remember(file);
+        try {
+          this.profiles.add(this.host.profile(model.id), file);
+          this.emit("profiles.changed", { recent: this.profiles.recent() });
+        } catch {
+          // a profile that cannot be saved does not fail the load
+        }
+        this.emit("model.state", { kind: "loaded", model });
+        return model;
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        this.emit("model.state", { kind: "failed", path: file, message });
+        throw err;
+      } finally {
+        off();
+        this.loading = null;
+      }
+    };
+    this.loading = run();
+    return this.loading;
+  }
+
+  async unload(): Promise<{ unloaded: boolean }> {
+    const m = this.currentModel;
+    if (!m) return { unloaded: false };
+    this.currentModel = null;
+    const unloaded = await this.host.unloadModel(m.id);
+    this.emit("model.state", { kind: "unloaded" });
+    return { unloaded };
+  }
+
+  async profile(): Promise<StartupProfileJson | null> {
+    return this.currentModel ? this.host.profile(this.currentModel.id) : null;
+  }
+
+  async inspect(req: { path: string }): Promise<ModelSummary> {
+    try {
+      return await this.library.inspect(req.path, this.currentModel?.contextSize || undefined);
+    } catch (err) {
+      throw new RuntimeError(err instanceof Error ? err.message : String(err), "invalid");
+    }
+  }
+
+  /** Waits for a load in progress (shutdown, tests). */
+  async settled(): Promise<void> {
+    await this.loading?.catch(() => undefined);
+  }
+}
+
+function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
+  const out: ModelLoadSettings = {};
+  const int = (v: unknown, max: number) => typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= max;
+  if (s.threads !== undefined) {
+    if (!int(s.threads, 1024)) throw new RuntimeError("threads must be a whole number from 0 to 1024", "invalid");
+    out.threads = s.threads;
+  }
+  if (s.contextSize !== undefined) {
+    if (!int(s.contextSize, 1 << 20)) throw new RuntimeError("contextSize must be a whole number of tokens", "invalid");
+    out.contextSize = s.contextSize;
+  }
+  if (s.kvCacheType !== undefined) {
+    if (s.kvCacheType !== "f16" && s.kvCacheType !== "f32") throw new RuntimeError("kvCacheType must be f16 or f32", "invalid");
+    out.kvCacheType = s.kvCacheType;
+  }
+  return out;
+}

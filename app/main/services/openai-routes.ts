@@ -1,0 +1,611 @@
+// The OpenAI-compatible API as a RouteModule for ApiServer: /v1/models,
+// /v1/chat/completions, /v1/completions, /health, and Guild's extras
+// /guild/v1/profile and /guild/v1/queue. Generations go through RuntimeHost,
+// so API requests share the one FIFO queue with the GUI; a streaming client
+// waiting in it is told its position with SSE comments, and a client that goes
+// away cancels its generation (or leaves the queue) at once. docs/API.md.
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import path from "node:path";
+
+import type {
+  ChatMessage,
+  GenerationInput,
+  GenerationRequest,
+  GenerationResult,
+  LoadedModel,
+  RuntimeEvent,
+  SamplingSettings,
+  StopReason,
+} from "../../shared/runtime-contract.js";
+import type { RouteModule } from "./http-routes.js";
+import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
+
+export const defaultMaxBodyBytes = 1024 * 1024;
+/** How often a waiting streaming client is reminded of its queue position. */
+export const queueHeartbeatMs = 10_000;
+
+// ---------------------------------------------------------------------------
+// Errors in OpenAI's shape
+
+export type ApiErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "server_error";
+
+/** An error answered as `{"error":{"message","type","param","code"}}` with `status`. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: ApiErrorType = "invalid_request_error",
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export function errorBody(err: ApiError): string {
+  return JSON.stringify({ error: { message: err.message, type: err.type, param: err.param, code: err.code } });
+}
+
+/** Answers an ApiError (or, for anything else, a 500) unless the response already started. */
+export function sendError(res: ServerResponse, err: unknown): void {
+  const e = err instanceof ApiError ? err : new ApiError(500, "internal server error", "server_error", null, "internal_error");
+  if (res.headersSent) {
+    if (!res.writableEnded) res.end();
+    return;
+  }
+  const body = errorBody(e);
+  res.writeHead(e.status, {
+    ...e.headers,
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+export function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+// ---------------------------------------------------------------------------
+// Request bodies
+
+/** Reads the whole body (at most maxBytes, else 413) and parses it as a JSON object (else 400). */
+export async function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const type = req.headers["content-type"];
+  if (type !== undefined && !/^\s*application\/json\s*(;|$)/i.test(type))
+    throw new ApiError(400, `unsupported content-type ${JSON.stringify(type)}: send application/json`, "invalid_request_error", null, "invalid_content_type");
+  const tooLarge = () => new ApiError(413, `the request body is larger than ${maxBytes} bytes`, "invalid_request_error", null, "request_too_large", { connection: "close" });
+  const declared = Number(req.headers["content-length"] ?? NaN);
+  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        req.off("data", onData);
+        req.resume();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve());
+    req.once("error", (err) => reject(new ApiError(400, `cannot read the request body: ${err.message}`)));
+    req.once("aborted", () => reject(new ApiError(400, "the request was aborted")));
+  });
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (text.trim() === "") throw new ApiError(400, "the request body is empty: send a JSON object", "invalid_request_error", null, "invalid_json");
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ApiError(400, `the request body is not valid JSON: ${(err as Error).message}`, "invalid_request_error", null, "invalid_json");
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw new ApiError(400, "the request body must be a JSON object", "invalid_request_error", null, "invalid_json");
+  return value as Record<string, unknown>;
+}
+
+// ---------------------------------------------------------------------------
+// Field validation
+
+const invalid = (param: string, message: string) => new ApiError(400, `${param}: ${message}`, "invalid_request_error", param, "invalid_value");
+const typeName = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
+
+function optNumber(body: Record<string, unknown>, name: string, check: (n: number) => boolean, range: string): number | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v)) throw invalid(name, `expected a number, got ${typeName(v)}`);
+  if (!check(v)) throw invalid(name, `must be ${range} (got ${v})`);
+  return v;
+}
+
+function optInt(body: Record<string, unknown>, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v)) throw invalid(name, `expected an integer, got ${typeName(v) === "number" ? String(v) : typeName(v)}`);
+  if (v < min || v > max) throw invalid(name, `must be between ${min} and ${max} (got ${v})`);
+  return v;
+}
+
+function optBool(body: Record<string, unknown>, name: string): boolean | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean") throw invalid(name, `expected a boolean, got ${typeName(v)}`);
+  return v;
+}
+
+/** Fields OpenAI defines whose only supported value is "off"; anything else is refused, not silently ignored. */
+function refuseUnsupported(body: Record<string, unknown>, name: string, isOff: (v: unknown) => boolean, why: string): void {
+  const v = body[name];
+  if (v === undefined || v === null) return;
+  if (!isOff(v)) throw new ApiError(400, `${name}: ${why}`, "invalid_request_error", name, "unsupported_value");
+}
+
+interface Common {
+  model: string | undefined;
+  stream: boolean;
+  includeUsage: boolean;
+  sampling: SamplingSettings;
+  stop: string[];
+}
+
+const commonFields = [
+  "model", "stream", "stream_options", "temperature", "top_p", "max_tokens", "stop", "seed", "n", "top_k", "min_p",
+  "repeat_penalty", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "user", "metadata", "store",
+  "service_tier",
+];
+
+function checkFields(body: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const key of Object.keys(body))
+    if (!allowed.includes(key))
+      throw new ApiError(400, `unrecognized request argument supplied: ${key}`, "invalid_request_error", key, "unknown_parameter");
+}
+
+function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly string[]): Common {
+  const model = body["model"];
+  if (model !== undefined && model !== null && typeof model !== "string") throw invalid("model", `expected a string, got ${typeName(model)}`);
+  const stream = optBool(body, "stream") ?? false;
+  let includeUsage = false;
+  const so = body["stream_options"];
+  if (so !== undefined && so !== null) {
+    if (typeof so !== "object" || Array.isArray(so)) throw invalid("stream_options", `expected an object, got ${typeName(so)}`);
+    for (const key of Object.keys(so))
+      if (key !== "include_usage" && key !== "include_obfuscation")
+        throw new ApiError(400, `unrecognized stream option: ${key}`, "invalid_request_error", `stream_options.${key}`, "unknown_parameter");
+    const iu = (so as Record<string, unknown>)["include_usage"];
+    if (iu !== undefined && iu !== null && typeof iu !== "boolean") throw invalid("stream_options.include_usage", `expected a boolean, got ${typeName(iu)}`);
+    includeUsage = iu === true;
+  }
+  const sampling: SamplingSettings = {};
+  const temperature = optNumber(body, "temperature", (n) => n >= 0 && n <= 2, "between 0 and 2");
+  if (temperature !== undefined) sampling.temperature = temperature;
+  const topP = optNumber(body, "top_p", (n) => n > 0 && n <= 1, "in (0, 1]");
+  if (topP !== undefined) sampling.topP = topP;
+  const topK = optInt(body, "top_k", 0, 2 ** 31 - 1);
+  if (topK !== undefined) sampling.topK = topK;
+  const minP = optNumber(body, "min_p", (n) => n >= 0 && n <= 1, "between 0 and 1");
+  if (minP !== undefined) sampling.minP = minP;
+  const repeatPenalty = optNumber(body, "repeat_penalty", (n) => n > 0, "> 0");
+  if (repeatPenalty !== undefined) sampling.repeatPenalty = repeatPenalty;
+  const seed = optInt(body, "seed", 0);
+  if (seed !== undefined) sampling.seed = seed;
+  let maxTokens: number | undefined;
+  for (const name of maxTokensFields) {
+    const v = optInt(body, name, 1, 2 ** 31 - 1);
+    if (v === undefined) continue;
+    if (maxTokens !== undefined && v !== maxTokens) throw invalid(name, `disagrees with ${maxTokensFields[0]}`);
+    maxTokens = v;
+  }
+  if (maxTokens !== undefined) sampling.maxTokens = maxTokens;
+
+  let stop: string[] = [];
+  const s = body["stop"];
+  if (typeof s === "string") stop = [s];
+  else if (Array.isArray(s)) {
+    if (s.length > 16) throw invalid("stop", "at most 16 stop strings");
+    s.forEach((x, i) => { if (typeof x !== "string") throw invalid(`stop[${i}]`, `expected a string, got ${typeName(x)}`); });
+    stop = s as string[];
+  } else if (s !== undefined && s !== null) throw invalid("stop", `expected a string or an array of strings, got ${typeName(s)}`);
+  stop = stop.filter((x) => x.length > 0);
+
+  const n = optInt(body, "n", 1, 2 ** 31 - 1);
+  if (n !== undefined && n !== 1) throw new ApiError(400, "n: only n = 1 is supported", "invalid_request_error", "n", "unsupported_value");
+  optNumber(body, "frequency_penalty", (x) => x >= -2 && x <= 2, "between -2 and 2");
+  optNumber(body, "presence_penalty", (x) => x >= -2 && x <= 2, "between -2 and 2");
+  refuseUnsupported(body, "frequency_penalty", (v) => v === 0, "not supported (use repeat_penalty)");
+  refuseUnsupported(body, "presence_penalty", (v) => v === 0, "not supported (use repeat_penalty)");
+  refuseUnsupported(body, "logit_bias", (v) => typeof v === "object" && !Array.isArray(v) && Object.keys(v as object).length === 0, "not supported");
+  refuseUnsupported(body, "logprobs", (v) => v === false, "not supported");
+  const user = body["user"];
+  if (user !== undefined && user !== null && typeof user !== "string") throw invalid("user", `expected a string, got ${typeName(user)}`);
+  return { model: typeof model === "string" ? model : undefined, stream, includeUsage, sampling, stop };
+}
+
+function parseMessages(body: Record<string, unknown>): ChatMessage[] {
+  const raw = body["messages"];
+  if (raw === undefined) throw new ApiError(400, "messages: required", "invalid_request_error", "messages", "missing_required_parameter");
+  if (!Array.isArray(raw)) throw invalid("messages", `expected an array, got ${typeName(raw)}`);
+  if (raw.length === 0) throw invalid("messages", "must contain at least one message");
+  return raw.map((m: unknown, i): ChatMessage => {
+    const at = `messages[${i}]`;
+    if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(at, `expected an object, got ${typeName(m)}`);
+    const msg = m as Record<string, unknown>;
+    for (const key of Object.keys(msg))
+      if (key !== "role" && key !== "content" && key !== "name")
+        throw new ApiError(400, `${at}.${key}: not supported`, "invalid_request_error", `${at}.${key}`, "unsupported_value");
+    const role = msg["role"];
+    if (typeof role !== "string") throw invalid(`${at}.role`, `expected a string, got ${typeName(role)}`);
+    const mapped = role === "developer" ? "system" : role;
+    if (mapped !== "system" && mapped !== "user" && mapped !== "assistant")
+      throw invalid(`${at}.role`, `must be system, developer, user or assistant (got ${JSON.stringify(role)})`);
+    const name = msg["name"];
+    if (name !== undefined && typeof name !== "string") throw invalid(`${at}.name`, `expected a string, got ${typeName(name)}`);
+    const content = msg["content"];
+    let text: string;
+    if (typeof content === "string") text = content;
+    else if (content === null && mapped === "assistant") text = "";
+    else if (Array.isArray(content)) {
+      text = content.map((part: unknown, j) => {
+        const p = part as Record<string, unknown> | null;
+        if (p === null || typeof p !== "object" || Array.isArray(p)) throw invalid(`${at}.content[${j}]`, `expected an object, got ${typeName(part)}`);
+        if (p["type"] !== "text") throw new ApiError(400, `${at}.content[${j}].type: only "text" parts are supported`, "invalid_request_error", `${at}.content[${j}].type`, "unsupported_value");
+        if (typeof p["text"] !== "string") throw invalid(`${at}.content[${j}].text`, `expected a string, got ${typeName(p["text"])}`);
+        return p["text"];
+      }).join("");
+    } else throw invalid(`${at}.content`, `expected a string or an array of text parts, got ${typeName(content)}`);
+    return { role: mapped, content: text };
+  });
+}
+
+function parsePrompt(body: Record<string, unknown>): GenerationInput {
+  let p = body["prompt"];
+  if (p === undefined) throw new ApiError(400, "prompt: required", "invalid_request_error", "prompt", "missing_required_parameter");
+  if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) p = p[0];
+  if (typeof p === "string") {
+    if (p.length === 0) throw invalid("prompt", "must not be empty");
+    return { kind: "text", text: p };
+  }
+  if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && (t as number) >= 0)) return { kind: "tokens", tokens: p as number[] };
+  if (Array.isArray(p) && p.length > 1) throw new ApiError(400, "prompt: only one prompt per request is supported", "invalid_request_error", "prompt", "unsupported_value");
+  throw invalid("prompt", `expected a string or an array of token ids, got ${typeName(p)}`);
+}
+
+// ---------------------------------------------------------------------------
+// Models
+
+/** The name the API shows for a model: its file name without the extension. */
+export function apiModelName(model: LoadedModel): string {
+  return path.basename(model.path, path.extname(model.path));
+}
+
+/** The loaded model a request names (by file name or RuntimeHost id); absent = the only/first loaded one. */
+function resolveModel(runtime: RuntimeHost, name: string | undefined): LoadedModel {
+  const models = runtime.listModels();
+  if (models.length === 0) throw new ApiError(503, "no model is loaded", "server_error", null, "model_not_loaded");
+  let model: LoadedModel | undefined;
+  if (name === undefined || name === "") model = models[0];
+  else model = models.find((m) => m.id === name) ?? models.find((m) => apiModelName(m) === name) ?? models.find((m) => m.name === name);
+  if (model === undefined)
+    throw new ApiError(404, `the model ${JSON.stringify(name)} does not exist; loaded: ${models.map(apiModelName).join(", ")}`, "invalid_request_error", "model", "model_not_found");
+  if (!isReady(runtime, model)) throw new ApiError(503, `the model ${apiModelName(model)} is not ready (a device failed); reload it`, "server_error", null, "model_not_ready");
+  return model;
+}
+
+/**
+ * The native ready flag is also cleared while a generation runs on the device
+ * (fail-closed readiness), so it means "failed" only while nothing runs.
+ */
+function isReady(runtime: RuntimeHost, model: LoadedModel): boolean {
+  return model.ready || runtime.queueState(model.id).running !== null;
+}
+
+function finishReason(reason: StopReason): "stop" | "length" | null {
+  switch (reason) {
+    case "eos":
+    case "stop":
+      return "stop";
+    case "length":
+    case "context":
+      return "length";
+    case "cancel":
+      return null;
+  }
+}
+
+function usageOf(r: GenerationResult) {
+  return {
+    prompt_tokens: r.stats.promptTokens,
+    completion_tokens: r.stats.generatedTokens,
+    total_tokens: r.stats.promptTokens + r.stats.generatedTokens,
+  };
+}
+
+function runtimeToApi(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof RuntimeError) {
+    switch (err.code) {
+      case "queue_full":
+        return new ApiError(429, err.message, "rate_limit_error", null, "queue_full", { "retry-after": "1" });
+      case "invalid":
+        return new ApiError(400, err.message, "invalid_request_error", null, "invalid_value");
+      case "not_found":
+        return new ApiError(404, err.message, "invalid_request_error", "model", "model_not_found");
+      case "busy":
+        return new ApiError(409, err.message, "invalid_request_error", null, "busy");
+      case "cancelled":
+        return new ApiError(503, err.message, "server_error", null, "cancelled");
+      default:
+        if (/context full|exceed the context/i.test(err.message))
+          return new ApiError(400, err.message, "invalid_request_error", null, "context_length_exceeded");
+        return new ApiError(500, err.message, "server_error", null, "generation_failed");
+    }
+  }
+  // The chat template or tokenizer refused the input.
+  return new ApiError(400, err instanceof Error ? err.message : String(err), "invalid_request_error", null, "invalid_value");
+}
+
+// ---------------------------------------------------------------------------
+// Generation over HTTP
+
+interface Shape {
+  /** What one streamed chunk looks like for a text delta (undefined = the closing chunk). */
+  chunk(delta: string | null, finish: "stop" | "length" | null, role: boolean): Record<string, unknown>;
+  complete(result: GenerationResult): Record<string, unknown>;
+}
+
+export interface OpenAiRoutesOptions {
+  /** Largest request body accepted; defaults to {@link defaultMaxBodyBytes}. */
+  maxBodyBytes?: number;
+  /** Called with each request id the API starts, and again (done = true) when it ends. */
+  onGeneration?: (requestId: string, done: boolean) => void;
+}
+
+export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions = {}): RouteModule {
+  const maxBody = options.maxBodyBytes ?? defaultMaxBodyBytes;
+
+  async function generate(res: ServerResponse, request: GenerationRequest, stream: boolean,
+                          includeUsage: boolean, shapeFor: (id: string, created: number, model: string) => Shape, modelName: string): Promise<void> {
+    const requestId = randomUUID();
+    const created = Math.floor(Date.now() / 1000);
+    const shape = shapeFor(requestId, created, modelName);
+    let sse = false;
+    let cancelledByClient = false;
+    const write = (s: string) => { if (!res.writableEnded && !res.destroyed) res.write(s); };
+    const openStream = () => {
+      if (sse || res.headersSent) return;
+      sse = true;
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache",
+        "x-accel-buffering": "no",
+        "x-guild-request-id": requestId,
+      });
+      res.flushHeaders();
+    };
+    // The stream opens at the first queue comment or the first text, so that a
+    // request refused before either (a prompt too long for the context) still
+    // gets its own status code.
+    let roleSent = false;
+    let position = 0;
+    let heartbeat: ReturnType<typeof setInterval> | undefined;
+    const opening = () => {
+      openStream();
+      if (roleSent) return;
+      roleSent = true;
+      write(`data: ${JSON.stringify(shape.chunk("", null, true))}\n\n`);
+    };
+    const listener = (e: RuntimeEvent) => {
+      if (!stream) return;
+      switch (e.type) {
+        case "queued":
+          if (e.requestId !== requestId) return;
+          openStream();
+          write(`: queue position ${e.position}\n\n`);
+          // Repeat it while waiting, so a long wait is never a silent connection.
+          position = e.position;
+          heartbeat ??= setInterval(() => write(`: queue position ${position}\n\n`), queueHeartbeatMs);
+          return;
+        case "started":
+          if (e.requestId !== requestId) return;
+          if (heartbeat !== undefined) clearInterval(heartbeat);
+          return;
+        case "token":
+          if (e.requestId !== requestId || e.text === "") return;
+          opening();
+          write(`data: ${JSON.stringify(shape.chunk(e.text, null, false))}\n\n`);
+          return;
+        default:
+          return;
+      }
+    };
+    const off = runtime.subscribe(listener);
+    // A client that goes away before its answer is complete cancels the
+    // generation, or takes it out of the queue.
+    const onClose = () => {
+      if (!res.writableFinished) {
+        cancelledByClient = true;
+        runtime.cancel(requestId);
+      }
+    };
+    res.on("close", onClose);
+    options.onGeneration?.(requestId, false);
+    try {
+      const result = await runtime.generate(request, requestId);
+      if (cancelledByClient) return;
+      if (result.stopReason === "cancel") throw new ApiError(503, "the generation was cancelled (the server is stopping)", "server_error", null, "cancelled");
+      if (stream) {
+        opening();
+        write(`data: ${JSON.stringify(shape.chunk(null, finishReason(result.stopReason), false))}\n\n`);
+        if (includeUsage) write(`data: ${JSON.stringify({ ...shape.chunk(null, null, false), choices: [], usage: usageOf(result) })}\n\n`);
+        write("data: [DONE]\n\n");
+        res.end();
+      } else {
+        sendJson(res, 200, shape.complete(result));
+      }
+    } catch (err) {
+      if (cancelledByClient) return;
+      const e = runtimeToApi(err);
+      if (sse) {
+        write(`data: ${errorBody(e)}\n\n`);
+        res.end();
+      } else sendError(res, e);
+    } finally {
+      off();
+      if (heartbeat !== undefined) clearInterval(heartbeat);
+      res.off("close", onClose);
+      options.onGeneration?.(requestId, true);
+    }
+  }
+
+  async function chatCompletions(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readJsonObject(req, maxBody);
+    checkFields(body, [...commonFields, "messages", "max_completion_tokens", "response_format", "tools", "tool_choice",
+                       "functions", "function_call", "parallel_tool_calls", "top_logprobs", "modalities", "reasoning_effort"]);
+    const common = parseCommon(body, ["max_tokens", "max_completion_tokens"]);
+    const messages = parseMessages(body);
+    refuseUnsupported(body, "tools", (v) => Array.isArray(v) && v.length === 0, "tool calls are not supported");
+    refuseUnsupported(body, "functions", (v) => Array.isArray(v) && v.length === 0, "function calls are not supported");
+    refuseUnsupported(body, "tool_choice", (v) => v === "none", "tool calls are not supported");
+    refuseUnsupported(body, "function_call", (v) => v === "none", "function calls are not supported");
+    refuseUnsupported(body, "parallel_tool_calls", (v) => typeof v === "boolean", "expected a boolean");
+    refuseUnsupported(body, "top_logprobs", (v) => v === 0, "logprobs are not supported");
+    refuseUnsupported(body, "modalities", (v) => Array.isArray(v) && v.every((m) => m === "text"), "only text is supported");
+    refuseUnsupported(body, "reasoning_effort", () => false, "not supported");
+    refuseUnsupported(body, "response_format", (v) => typeof v === "object" && (v as Record<string, unknown>)["type"] === "text",
+                      "only {\"type\":\"text\"} is supported");
+    const model = resolveModel(runtime, common.model);
+    const request: GenerationRequest = { modelId: model.id, input: { kind: "chat", messages }, sampling: common.sampling, stop: common.stop };
+    const modelName = common.model ?? apiModelName(model);
+    await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
+      chunk: (delta, finish, role) => ({
+        id: `chatcmpl-${id}`, object: "chat.completion.chunk", created, model: name, system_fingerprint: "guild",
+        choices: [{ index: 0, delta: delta === null ? {} : role ? { role: "assistant", content: delta } : { content: delta }, logprobs: null, finish_reason: finish }],
+      }),
+      complete: (r) => ({
+        id: `chatcmpl-${id}`, object: "chat.completion", created, model: name, system_fingerprint: "guild",
+        choices: [{ index: 0, message: { role: "assistant", content: r.text, refusal: null }, logprobs: null, finish_reason: finishReason(r.stopReason) }],
+        usage: usageOf(r),
+      }),
+    }), modelName);
+  }
+
+  async function completions(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readJsonObject(req, maxBody);
+    checkFields(body, [...commonFields, "prompt", "echo", "suffix", "best_of"]);
+    const common = parseCommon(body, ["max_tokens"]);
+    const input = parsePrompt(body);
+    refuseUnsupported(body, "echo", (v) => v === false, "not supported");
+    refuseUnsupported(body, "suffix", (v) => v === "", "not supported");
+    refuseUnsupported(body, "best_of", (v) => v === 1, "only best_of = 1 is supported");
+    const model = resolveModel(runtime, common.model);
+    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop };
+    const modelName = common.model ?? apiModelName(model);
+    await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
+      chunk: (delta, finish) => ({
+        id: `cmpl-${id}`, object: "text_completion", created, model: name, system_fingerprint: "guild",
+        choices: [{ index: 0, text: delta ?? "", logprobs: null, finish_reason: finish }],
+      }),
+      complete: (r) => ({
+        id: `cmpl-${id}`, object: "text_completion", created, model: name, system_fingerprint: "guild",
+        choices: [{ index: 0, text: r.text, logprobs: null, finish_reason: finishReason(r.stopReason) }],
+        usage: usageOf(r),
+      }),
+    }), modelName);
+  }
+
+  function listModels(res: ServerResponse): void {
+    sendJson(res, 200, {
+      object: "list",
+      data: runtime.listModels().map((m) => ({
+        id: apiModelName(m), object: "model", created: Math.floor(Date.parse(m.loadedAt) / 1000), owned_by: "guild",
+        guild: { runtime_id: m.id, path_name: m.name, architecture: m.architecture, context_size: m.contextSize, ready: isReady(runtime, m) },
+      })),
+    });
+  }
+
+  function health(res: ServerResponse): void {
+    const models = runtime.listModels();
+    const m = models[0];
+    const ready = m !== undefined && isReady(runtime, m);
+    sendJson(res, ready ? 200 : 503, {
+      status: ready ? "ok" : m === undefined ? "no_model" : "not_ready",
+      model: m === undefined ? null : apiModelName(m),
+      loaded: m !== undefined,
+      ready,
+    });
+  }
+
+  function modelFromQuery(url: URL): LoadedModel {
+    const name = url.searchParams.get("model") ?? undefined;
+    const models = runtime.listModels();
+    if (models.length === 0) throw new ApiError(503, "no model is loaded", "server_error", null, "model_not_loaded");
+    const m = name === undefined ? models[0] : models.find((x) => x.id === name) ?? models.find((x) => apiModelName(x) === name);
+    if (m === undefined) throw new ApiError(404, `the model ${JSON.stringify(name)} does not exist`, "invalid_request_error", "model", "model_not_found");
+    return m;
+  }
+
+  function queue(res: ServerResponse): void {
+    sendJson(res, 200, {
+      object: "guild.queue",
+      models: runtime.listModels().map((m) => {
+        const q = runtime.queueState(m.id);
+        return { model: apiModelName(m), runtime_id: m.id, length: q.length, running: q.running, waiting: q.waiting };
+      }),
+    });
+  }
+
+  type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void;
+  const table: Record<string, Partial<Record<string, Handler>>> = {
+    "/v1/models": { GET: (_q, s) => listModels(s) },
+    "/v1/chat/completions": { POST: chatCompletions },
+    "/v1/completions": { POST: completions },
+    "/health": { GET: (_q, s) => health(s) },
+    "/guild/v1/profile": { GET: (_q, s, u) => sendJson(s, 200, runtime.profile(modelFromQuery(u).id)) },
+    "/guild/v1/queue": { GET: (_q, s) => queue(s) },
+  };
+
+  return {
+    async routes(req, res, url) {
+      let pathname = url.pathname;
+      if (pathname.length > 1 && pathname.endsWith("/")) pathname = pathname.slice(0, -1);
+      const modelMatch = /^\/v1\/models\/(.+)$/.exec(pathname);
+      if (modelMatch) {
+        if (req.method !== "GET" && req.method !== "HEAD")
+          throw new ApiError(405, `method ${req.method} is not allowed on ${pathname}`, "invalid_request_error", null, "method_not_allowed", { allow: "GET" });
+        let name: string;
+        try {
+          name = decodeURIComponent(modelMatch[1]!);
+        } catch {
+          throw new ApiError(400, "malformed model name in the path");
+        }
+        const m = runtime.listModels().find((x) => x.id === name || apiModelName(x) === name);
+        if (!m) throw new ApiError(404, `the model ${JSON.stringify(name)} does not exist`, "invalid_request_error", "model", "model_not_found");
+        sendJson(res, 200, { id: apiModelName(m), object: "model", created: Math.floor(Date.parse(m.loadedAt) / 1000), owned_by: "guild" });
+        return true;
+      }
+      const methods = table[pathname];
+      if (methods === undefined) return false;
+      const handler = methods[req.method ?? ""] ?? (req.method === "HEAD" ? methods["GET"] : undefined);
+      if (handler === undefined) {
+        const allow = Object.keys(methods).join(", ");
+        throw new ApiError(405, `method ${req.method} is not allowed on ${pathname} (allowed: ${allow})`, "invalid_request_error", null, "method_not_allowed", { allow });
+      }
+      await handler(req, res, url);
+      return true;
+    },
+  };
+}

@@ -1,0 +1,197 @@
+// PackageService on the built-in kernel packages of a native build
+// (GUILD_BUILT_PACKAGES, default build/packages): install → enable → disable
+// → uninstall; a package leased by a loaded model or live session cannot be
+// disabled (the error names the holder); bad archives are errors as values;
+// disabling cpu-avx2 makes the next load use cpu-generic with the same output.
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+import { afterAll, describe, expect, it } from "vitest";
+
+import { runCli } from "../../test/cli.js";
+import { fixturesSkipReason, haveFixtures, modelPath, readExpectedJson } from "../../test/fixtures.js";
+import { projectRoot } from "../paths.js";
+import { GuildModel } from "../runtime/model.js";
+import { loadNative } from "../runtime/native.js";
+import { PackageService } from "./package-service.js";
+
+const builtDir = process.env["GUILD_BUILT_PACKAGES"] ?? path.join(projectRoot(), "build", "packages");
+const hasPackages = existsSync(path.join(builtDir, "cpu-generic", "cpu-generic.gkmetadata"));
+const addonHasPackages = (() => {
+  try {
+    return typeof (loadNative() as unknown as { packagesList?: unknown }).packagesList === "function";
+  } catch {
+    return false;
+  }
+})();
+const skipReason = !hasPackages
+  ? `built kernel packages not found in ${builtDir} (set GUILD_BUILT_PACKAGES)`
+  : !addonHasPackages
+    ? "the native addon has no kernel package support (rebuild it or set GUILD_ADDON_PATH)"
+    : "";
+if (skipReason) console.warn(`guild tests: skipping package tests: ${skipReason}`);
+
+const cpuFlags = existsSync("/proc/cpuinfo") ? new Set(readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:(.*)$/m)?.[1]?.trim().split(/\s+/) ?? []) : new Set<string>();
+const hasAvx2 = cpuFlags.has("avx2") && cpuFlags.has("fma") && cpuFlags.has("f16c");
+
+const work = mkdtempSync(path.join(tmpdir(), "guild-pkg-svc-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** A .gkpkg built by hand (docs/PACKAGES.md layout), so tests can craft bad ones. */
+function makeArchive(manifest: string, library: Buffer): Buffer {
+  const m = Buffer.from(manifest, "utf8");
+  const header = Buffer.alloc(24);
+  header.write("GUILDPKG", 0, "latin1");
+  header.writeUInt32LE(1, 8);
+  header.writeUInt32LE(m.length, 12);
+  header.writeBigUInt64LE(BigInt(library.length), 16);
+  const body = Buffer.concat([header, m, library]);
+  return Buffer.concat([body, createHash("sha256").update(body).digest()]);
+}
+
+function builtManifest(name: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path.join(builtDir, name, `${name}.gkmetadata`), "utf8")) as Record<string, unknown>;
+}
+function builtLibrary(name: string): Buffer {
+  return readFileSync(path.join(builtDir, name, `lib${name}.so`));
+}
+
+describe.skipIf(skipReason !== "")("PackageService", () => {
+  it("lists the built-in packages with the right compatibility for this machine", async () => {
+    const list = await new PackageService({ dir: builtDir }).list();
+    expect(list.ok).toBe(true);
+    if (!list.ok) return;
+    const byName = new Map(list.value.packages.map((p) => [p.name, p]));
+    expect(byName.get("cpu-generic")?.compatible).toBe(true);
+    expect(byName.get("cpu-avx2")?.compatible).toBe(hasAvx2);
+    if (!hasAvx2) expect(byName.get("cpu-avx2")?.reason).toMatch(/which this CPU lacks/);
+    const avx512 = byName.get("cpu-avx512");
+    if (avx512 && !avx512.compatible) expect(avx512.reason).toMatch(/which this CPU lacks/);
+  });
+
+  it("install → enable → disable → uninstall", async () => {
+    const svc = new PackageService({ dir: path.join(work, "cycle") });
+    const archive = path.join(work, "cpu-generic.gkpkg");
+    expect(await svc.pack(path.join(builtDir, "cpu-generic"), archive)).toEqual({ ok: true, value: undefined });
+    expect(await svc.install(archive)).toEqual({ ok: true, value: "cpu-generic" });
+    let list = await svc.list();
+    expect(list.ok && list.value.packages.map((p) => [p.name, p.enabled, p.compatible])).toEqual([["cpu-generic", true, true]]);
+    expect((await svc.disable("cpu-generic")).ok).toBe(true);
+    list = await svc.list();
+    expect(list.ok && list.value.packages[0]?.enabled).toBe(false);
+    expect((await svc.enable("cpu-generic")).ok).toBe(true);
+    expect((await svc.uninstall("cpu-generic")).ok).toBe(true);
+    list = await svc.list();
+    expect(list.ok && list.value.packages).toEqual([]);
+    const missing = await svc.disable("cpu-generic");
+    expect(missing).toMatchObject({ ok: false, code: "not_found" });
+  });
+
+  it("refuses bad archives with clear errors, as values", async () => {
+    const svc = new PackageService({ dir: path.join(work, "bad") });
+    const manifest = builtManifest("cpu-generic");
+    const library = builtLibrary("cpu-generic");
+    const write = (name: string, bytes: Buffer): string => {
+      const file = path.join(work, name);
+      writeFileSync(file, bytes);
+      return file;
+    };
+    const good = makeArchive(JSON.stringify(manifest), library);
+
+    const flipped = Buffer.from(good);
+    flipped[flipped.length - 100]! ^= 0x5a;
+    expect(await svc.install(write("flipped.gkpkg", flipped))).toMatchObject({ ok: false, code: "format", message: expect.stringMatching(/checksum mismatch/) });
+    expect(await svc.install(write("junk.gkpkg", Buffer.from("not a package")))).toMatchObject({ ok: false, code: "format", message: expect.stringMatching(/not a \.gkpkg/) });
+    expect(await svc.install(write("trunc.gkpkg", good.subarray(0, 1000)))).toMatchObject({ ok: false, code: "format" });
+
+    const wrongSha = makeArchive(JSON.stringify({ ...manifest, sha256: "0".repeat(64) }), library);
+    expect(await svc.install(write("sha.gkpkg", wrongSha))).toMatchObject({ ok: false, code: "format", message: expect.stringMatching(/checksum mismatch: library/) });
+
+    const abi = makeArchive(JSON.stringify({ ...manifest, abi: 7 }), library);
+    expect(await svc.install(write("abi.gkpkg", abi))).toMatchObject({ ok: false, code: "unsupported", message: expect.stringMatching(/ABI 7/) });
+
+    // A CPU feature this CPU lacks, simulated through the manifest.
+    const lacking = [["amx_tile", "amx_tile"], ["amx_int8", "amx_int8"], ["avx512bf16", "avx512_bf16"], ["avx512f", "avx512f"]].find(([, flag]) => !cpuFlags.has(flag!));
+    if (lacking) {
+      const req = makeArchive(JSON.stringify({ ...manifest, requires: { cpu_features: [lacking[0]] } }), library);
+      expect(await svc.install(write("cpu.gkpkg", req))).toMatchObject({
+        ok: false,
+        code: "unsupported",
+        message: expect.stringContaining(`requires CPU feature ${lacking[0]!}, which this CPU lacks`),
+      });
+    }
+
+    const notElf = Buffer.from("definitely not an ELF file");
+    const bad = makeArchive(JSON.stringify({ ...manifest, sha256: createHash("sha256").update(notElf).digest("hex") }), notElf);
+    expect(await svc.install(write("notelf.gkpkg", bad))).toMatchObject({ ok: false, code: "unsupported", message: expect.stringMatching(/cannot be opened as a shared library/) });
+
+    expect(await svc.install(path.join(work, "missing.gkpkg"))).toMatchObject({ ok: false, code: "io" });
+    const list = await svc.list();
+    expect(list.ok && list.value.packages).toEqual([]);
+  });
+
+  describe.skipIf(!haveFixtures || !hasAvx2)("with a loaded model", () => {
+    it("leases block disable until released; disabling cpu-avx2 switches the next load to cpu-generic, same output", async () => {
+      const dir = path.join(work, "model");
+      const svc = new PackageService({ dir });
+      for (const name of ["cpu-generic", "cpu-avx2"]) {
+        const archive = path.join(work, `${name}.gkpkg`);
+        expect((await svc.pack(path.join(builtDir, name), archive)).ok).toBe(true);
+        expect(await svc.install(archive)).toEqual({ ok: true, value: name });
+      }
+      const saved = process.env["GUILD_PACKAGES_DIR"];
+      process.env["GUILD_PACKAGES_DIR"] = dir; // read by the native load (stage 2)
+      interface GreedyPrompt { name: string; prompt_ids: number[]; generated_ids: number[]; top1_minus_top2_logit: number[] }
+      const prompt = readExpectedJson<{ prompts: GreedyPrompt[] }>("qwen3moe-a-Q8_0", "greedy.json").prompts[0]!;
+      const mustMatch = (() => {
+        const i = prompt.top1_minus_top2_logit.findIndex((m) => m < 0.5);
+        return i < 0 ? prompt.generated_ids.length : i;
+      })();
+      const cpuKernels = (model: GuildModel): unknown => {
+        const stages = model.startupProfile()["stages"] as { name: string; detail: Record<string, unknown> }[];
+        return stages.find((s) => s.name === "packages")?.detail["cpu_kernels"];
+      };
+      const greedy = async (model: GuildModel): Promise<number[]> => {
+        const s = await model.createSession({ contextSize: 128 });
+        try {
+          const r = await s.generate(prompt.prompt_ids, { maxNewTokens: 8, temperature: 0 });
+          return [...r.tokens];
+        } finally {
+          s.dispose();
+        }
+      };
+      try {
+        const m1 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128 });
+        expect(cpuKernels(m1)).toBe("cpu-avx2");
+        const avx2Tokens = await greedy(m1);
+        const busy = await svc.disable("cpu-avx2");
+        expect(busy).toMatchObject({ ok: false, code: "busy", message: expect.stringContaining("model qwen3moe-a-Q8_0.gguf") });
+        const list = await svc.list();
+        expect(list.ok && list.value.packages.find((p) => p.name === "cpu-avx2")?.pinnedBy).toEqual(["model qwen3moe-a-Q8_0.gguf"]);
+        // The CLI, another process, sees this process's model too.
+        const cli = runCli(["packages", "disable", "cpu-avx2", "--packages-dir", dir]);
+        expect(cli.status).toBe(1);
+        expect(cli.stderr).toContain(`in use by model qwen3moe-a-Q8_0.gguf (process ${process.pid})`);
+        const session = await m1.createSession({ contextSize: 64 });
+        m1.dispose(); // the session keeps the model (and its lease) alive
+        const stillBusy = await svc.uninstall("cpu-avx2");
+        expect(stillBusy).toMatchObject({ ok: false, code: "busy", message: expect.stringMatching(/session \d+ \(model qwen3moe-a-Q8_0\.gguf\)/) });
+        session.dispose();
+        expect(await svc.disable("cpu-avx2")).toEqual({ ok: true, value: undefined });
+
+        const m2 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128 });
+        expect(cpuKernels(m2)).toBe("cpu-generic");
+        const genericTokens = await greedy(m2);
+        m2.dispose();
+        expect(genericTokens.slice(0, mustMatch)).toEqual(avx2Tokens.slice(0, mustMatch));
+      } finally {
+        if (saved === undefined) delete process.env["GUILD_PACKAGES_DIR"];
+        else process.env["GUILD_PACKAGES_DIR"] = saved;
+      }
+    });
+  });
+});
+
+if (!haveFixtures) console.warn(`guild tests: package model test skipped: ${fixturesSkipReason}`);

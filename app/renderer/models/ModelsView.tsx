@@ -1,0 +1,108 @@
+import { useEffect, useState } from "react";
+import { useShallow } from "zustand/react/shallow";
+
+import { LOAD_STAGES } from "../../shared/runtime-contract.js";
+import { formatBytes } from "../common/format.js";
+import { useApp } from "../stores/store.js";
+
+export function ModelsView() {
+  const { files, current, loadingPath, progress, summary, error } = useApp(useShallow((s) => ({
+    files: s.files, current: s.current, loadingPath: s.loadingPath, progress: s.progress, summary: s.summary, error: s.modelsError,
+  })));
+  const refresh = useApp((s) => s.refreshModels);
+  const load = useApp((s) => s.loadModel);
+  const unload = useApp((s) => s.unloadModel);
+  const inspect = useApp((s) => s.inspectModel);
+  const [path, setPath] = useState("");
+  const [threads, setThreads] = useState("");
+  const [context, setContext] = useState("");
+  useEffect(() => { void refresh(); }, [refresh]);
+  const settings = () => {
+    const s: { threads?: number; contextSize?: number } = {};
+    if (threads.trim()) s.threads = Number(threads);
+    if (context.trim()) s.contextSize = Number(context);
+    return Object.keys(s).length ? s : undefined;
+  };
+  const stageIndex = progress && progress.stageIndex > 0 ? progress.stageIndex : progress?.stage === "ready" ? LOAD_STAGES.length : 0;
+  const pct = Math.round((stageIndex / LOAD_STAGES.length) * 100);
+  return (
+    <div className="page">
+      <h2>Models</h2>
+      <section className="card" data-testid="current-model">
+        <h3>Current model</h3>
+        {current ? (
+          <dl className="facts">
+            <dt>Name</dt><dd>{current.name}</dd>
+            <dt>Architecture</dt><dd>{current.architecture}</dd>
+            <dt>Layers / experts</dt><dd>{current.layers} layers · {current.experts} experts, {current.expertsPerToken} per token</dd>
+            <dt>Context</dt><dd>{current.contextSize} tokens</dd>
+            <dt>Weights</dt><dd>{formatBytes(current.weightBytes)}</dd>
+            <dt>Threads / kernels</dt><dd>{current.threads} · {current.kernels || "default"}</dd>
+            <dt>Path</dt><dd className="path">{current.path}</dd>
+          </dl>
+        ) : <p>{loadingPath ? "Loading…" : "No model is loaded."}</p>}
+        {current && <button type="button" onClick={() => void unload()} data-testid="unload">Unload</button>}
+      </section>
+      {loadingPath && (
+        <section className="card" data-testid="load-progress">
+          <h3>Loading {loadingPath.split(/[\\/]/).pop()}</h3>
+          <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={pct}>
+            <div style={{ width: `${pct}%` }} />
+          </div>
+          <p>{progress ? `Stage ${Math.max(stageIndex, 1)} of ${LOAD_STAGES.length}: ${progress.stage}` : "Starting…"}</p>
+        </section>
+      )}
+      {error && <div className="banner error" role="alert">{error}</div>}
+      <section className="card">
+        <h3>Model files</h3>
+        <table>
+          <thead><tr><th>Name</th><th>Source</th><th>Size</th><th /></tr></thead>
+          <tbody>
+            {files.map((f) => (
+              <tr key={f.path}>
+                <td title={f.path}>{f.name}{current?.path === f.path && <span className="badge ok">loaded</span>}</td>
+                <td>{f.source}</td>
+                <td>{formatBytes(f.sizeBytes)}</td>
+                <td className="actions">
+                  <button type="button" onClick={() => void inspect(f.path)}>Inspect</button>
+                  <button type="button" disabled={loadingPath !== null} onClick={() => void load(f.path, settings())}>Load</button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        <form className="load-form" onSubmit={(e) => { e.preventDefault(); if (path.trim()) void load(path.trim(), settings()); }}>
+          <input value={path} onChange={(e) => setPath(e.target.value)} placeholder="/path/to/model.gguf" aria-label="GGUF path" />
+          <input value={threads} onChange={(e) => setThreads(e.target.value)} placeholder="threads" inputMode="numeric" aria-label="Threads" className="narrow" />
+          <input value={context} onChange={(e) => setContext(e.target.value)} placeholder="context" inputMode="numeric" aria-label="Context size" className="narrow" />
+          <button type="button" disabled={!path.trim()} onClick={() => void inspect(path.trim())}>Inspect</button>
+          <button type="submit" className="primary" disabled={!path.trim() || loadingPath !== null}>Load GGUF</button>
+        </form>
+      </section>
+      {summary && (
+        <section className="card" data-testid="model-summary">
+          <h3>{summary.name}</h3>
+          <dl className="facts">
+            <dt>Architecture</dt><dd>{summary.architecture}</dd>
+            <dt>Parameters</dt><dd>{summary.parameterCount.toLocaleString()}</dd>
+            <dt>File</dt><dd>{formatBytes(summary.fileBytes)}</dd>
+            <dt>Layers</dt><dd>{summary.layers} (embedding {summary.embeddingLength})</dd>
+            <dt>Experts</dt><dd>{summary.experts}, {summary.expertsPerToken} per token</dd>
+            <dt>Context</dt><dd>{summary.contextLength} tokens (trained)</dd>
+            <dt>Vocabulary</dt><dd>{summary.vocabSize}</dd>
+            <dt>Tensor types</dt><dd>{Object.entries(summary.tensorTypes).map(([k, v]) => `${k}×${v}`).join(", ")}</dd>
+          </dl>
+          <h4>Memory estimate</h4>
+          <table className="memory">
+            <tbody>
+              <tr><td>Dense weights</td><td>{formatBytes(summary.memory.denseBytes)}</td></tr>
+              <tr><td>Experts</td><td>{formatBytes(summary.memory.expertBytes)}</td></tr>
+              <tr><td>KV cache ({summary.memory.contextSize} tokens, f16)</td><td>{formatBytes(summary.memory.kvCacheBytes)}</td></tr>
+              <tr className="total"><td>Total</td><td>{formatBytes(summary.memory.totalBytes)}</td></tr>
+            </tbody>
+          </table>
+        </section>
+      )}
+    </div>
+  );
+}

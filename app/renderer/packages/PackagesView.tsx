@@ -1,0 +1,45 @@
+import { useEffect } from "react";
+import { useShallow } from "zustand/react/shallow";
+
+import { useApp } from "../stores/store.js";
+
+export function PackagesView() {
+  const { packages, loaded, busy, error } = useApp(useShallow((s) => ({
+    packages: s.packages, loaded: s.packagesLoaded, busy: s.packageBusy, error: s.packagesError,
+  })));
+  const refresh = useApp((s) => s.refreshPackages);
+  const setEnabled = useApp((s) => s.setPackageEnabled);
+  useEffect(() => { void refresh(); }, [refresh]);
+  return (
+    <div className="page">
+      <h2>Kernel packages</h2>
+      {error && <div className="banner error" role="alert" data-testid="package-error">{error}</div>}
+      <section className="card">
+        {loaded && packages.length === 0 ? <p>No kernel packages are installed (or package management is not available in this build).</p> : (
+          <table data-testid="package-table">
+            <thead><tr><th>Package</th><th>Version</th><th>Compatible</th><th>Pinned by</th><th>Enabled</th></tr></thead>
+            <tbody>
+              {packages.map((p) => (
+                <tr key={p.name} data-testid={`package-${p.name}`}>
+                  <td className="nowrap">{p.name}</td>
+                  <td>{p.version}</td>
+                  <td>{p.compatible ? <span className="badge ok">yes</span> : <span className="badge bad" title={p.reason}>no</span>}
+                    {p.reason && <div className="reason">{p.reason}</div>}</td>
+                  <td title={p.pinnedBy.join("\n")}>{p.pinnedBy.length === 0 ? "—"
+                    : p.pinnedBy.length <= 2 ? p.pinnedBy.join(", ") : `${p.pinnedBy.slice(0, 2).join(", ")} and ${p.pinnedBy.length - 2} more`}</td>
+                  <td>
+                    <label className="switch">
+                      <input type="checkbox" checked={p.enabled} disabled={busy !== null} aria-label={`Enable ${p.name}`}
+                        onChange={(e) => void setEnabled(p.name, e.target.checked)} />
+                      <span>{p.enabled ? "on" : "off"}</span>
+                    </label>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </section>
+    </div>
+  );
+}

@@ -1,0 +1,79 @@
+// Models: the files the app knows, the current model, a load's stage progress.
+import type { StateCreator } from "zustand";
+
+import type { ModelFile, ModelProgressEvent, ModelStateEvent, ModelSummary } from "../../shared/app-contract.js";
+import type { LoadedModel } from "../../shared/runtime-contract.js";
+import { client } from "../transport/index.js";
+import type { AppState } from "./store.js";
+
+export interface ModelsSlice {
+  files: ModelFile[];
+  current: LoadedModel | null;
+  loadingPath: string | null;
+  progress: ModelProgressEvent | null;
+  summary: ModelSummary | null;
+  modelsError: string | null;
+  refreshModels(): Promise<void>;
+  loadModel(path: string, settings?: { threads?: number; contextSize?: number }): Promise<void>;
+  unloadModel(): Promise<void>;
+  inspectModel(path: string): Promise<void>;
+  onModelProgress(e: ModelProgressEvent): void;
+  onModelState(e: ModelStateEvent): void;
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (set, get) => ({
+  files: [],
+  current: null,
+  loadingPath: null,
+  progress: null,
+  summary: null,
+  modelsError: null,
+  refreshModels: async () => {
+    try {
+      const [files, current] = await Promise.all([client.models.list(), client.models.current()]);
+      set({ files, current });
+    } catch (err) {
+      set({ modelsError: message(err) });
+    }
+  },
+  loadModel: async (path, settings) => {
+    set({ modelsError: null, loadingPath: path, progress: null });
+    try {
+      const current = await client.models.load(settings ? { path, settings } : { path });
+      set({ current, loadingPath: null });
+      await get().refreshModels();
+    } catch (err) {
+      set({ modelsError: message(err), loadingPath: null });
+    }
+  },
+  unloadModel: async () => {
+    try {
+      await client.models.unload();
+      set({ current: null, progress: null });
+    } catch (err) {
+      set({ modelsError: message(err) });
+    }
+  },
+  inspectModel: async (path) => {
+    set({ modelsError: null });
+    try {
+      set({ summary: await client.models.inspect({ path }) });
+    } catch (err) {
+      set({ modelsError: message(err), summary: null });
+    }
+  },
+  onModelProgress: (e) => set({ progress: e, loadingPath: e.stage === "ready" ? get().loadingPath : e.path }),
+  onModelState: (e) => {
+    if (e.kind === "loading") set({ loadingPath: e.path, progress: null, current: null });
+    else if (e.kind === "loaded") {
+      set({ current: e.model, loadingPath: null });
+      void get().refreshModels();
+    } else if (e.kind === "unloaded") set({ current: null });
+    else {
+      set({ loadingPath: null, modelsError: `loading ${e.path} failed: ${e.message}` });
+      void get().refreshModels();  // the previous model may still be loaded
+    }
+  },
+});

@@ -1,0 +1,40 @@
+// One bound store from the feature slices (zustand slices pattern). Components
+// read it through selectors; slices call each other only through get().action().
+import { create } from "zustand";
+
+import { client } from "../transport/index.js";
+import { createChatSlice, type ChatSlice } from "./chat-slice.js";
+import { createModelsSlice, type ModelsSlice } from "./models-slice.js";
+import { createPackagesSlice, type PackagesSlice } from "./packages-slice.js";
+import { createProfileSlice, type ProfileSlice } from "./profile-slice.js";
+
+export type View = "chat" | "models" | "packages" | "profile";
+
+interface UiSlice {
+  view: View;
+  setView(view: View): void;
+}
+
+export type AppState = ChatSlice & ModelsSlice & PackagesSlice & ProfileSlice & UiSlice;
+
+export const useApp = create<AppState>()((...a) => ({
+  ...createChatSlice(...a),
+  ...createModelsSlice(...a),
+  ...createPackagesSlice(...a),
+  ...createProfileSlice(...a),
+  view: "chat",
+  setView: (view) => a[0]({ view }),
+}));
+
+/** Wires the event streams into the store once; returns the unsubscribe function. */
+export function connectEvents(): () => void {
+  const s = useApp.getState;
+  const offs = [
+    client.on("chat.reply", (e) => s().onReply(e)),
+    client.on("model.progress", (e) => s().onModelProgress(e)),
+    client.on("model.state", (e) => s().onModelState(e)),
+    client.on("packages.changed", (e) => s().onPackagesChanged(e.packages)),
+    client.on("profiles.changed", (e) => s().onProfilesChanged(e.recent)),
+  ];
+  return () => offs.forEach((off) => off());
+}

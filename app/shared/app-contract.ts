@@ -1,0 +1,298 @@
+// The app contract: what the renderer may ask the main process, and the events
+// it hears back. Defined once here; implemented over Electron IPC
+// (app/main/shell + app/preload) and over HTTP + SSE (app/main/web) — the
+// renderer only ever sees these types. Pure TypeScript: no Node, no DOM.
+import type { LoadedModel, ModelLoadSettings, StartupProfileJson, StopReason } from "./runtime-contract.js";
+
+// ---------------------------------------------------------------- chat
+
+export interface Conversation {
+  id: string;
+  title: string;
+  systemPrompt: string;
+  temperature: number;
+  createdAt: string;  // ISO time
+  updatedAt: string;
+}
+
+export interface MessageStats {
+  promptTokens: number;
+  generatedTokens: number;
+  tokensPerSecond: number;
+  ttftMs: number;
+  queueMs: number;
+  stopReason: StopReason;
+}
+
+export type MessageStatus = "complete" | "streaming" | "stopped" | "error";
+
+export interface Message {
+  id: string;
+  conversationId: string;
+  role: "user" | "assistant";
+  content: string;
+  status: MessageStatus;
+  createdAt: string;
+  stats: MessageStats | null;
+  error: string | null;
+}
+
+export interface SearchHit {
+  conversation: Conversation;
+  /** A short piece of matching text (title or message). */
+  snippet: string;
+}
+
+export interface SendReply {
+  userMessage: Message | null;
+  assistantMessage: Message;
+}
+
+export interface ExportedFile {
+  filename: string;
+  mimeType: string;
+  content: string;
+}
+
+export interface ChatService {
+  listConversations(): Promise<Conversation[]>;
+  createConversation(req: { title?: string; systemPrompt?: string; temperature?: number }): Promise<Conversation>;
+  renameConversation(req: { id: string; title: string }): Promise<Conversation>;
+  updateSettings(req: { id: string; systemPrompt: string; temperature: number }): Promise<Conversation>;
+  deleteConversation(req: { id: string }): Promise<{ deleted: boolean }>;
+  searchConversations(req: { query: string }): Promise<SearchHit[]>;
+  messages(req: { conversationId: string }): Promise<Message[]>;
+  /** Adds the user's message and starts the reply; the reply streams as `chat.reply` events. */
+  send(req: { conversationId: string; content: string }): Promise<SendReply>;
+  /** Stops the conversation's reply (running or waiting). */
+  stop(req: { conversationId: string }): Promise<{ stopped: boolean }>;
+  /** Replaces the last assistant reply with a new one. */
+  regenerate(req: { conversationId: string }): Promise<SendReply>;
+  exportConversation(req: { id: string; format: "markdown" | "json" }): Promise<ExportedFile>;
+}
+
+// ---------------------------------------------------------------- models
+
+export interface ModelFile {
+  path: string;
+  name: string;
+  sizeBytes: number;
+  source: "embedded" | "library" | "opened";
+}
+
+export interface MemoryEstimate {
+  denseBytes: number;
+  expertBytes: number;
+  /** KV cache of one session at `contextSize` tokens. */
+  kvCacheBytes: number;
+  contextSize: number;
+  totalBytes: number;
+}
+
+export interface ModelSummary {
+  path: string;
+  name: string;
+  architecture: string;
+  fileBytes: number;
+  parameterCount: number;
+  layers: number;
+  experts: number;
+  expertsPerToken: number;
+  contextLength: number;
+  embeddingLength: number;
+  vocabSize: number;
+  tensorTypes: Record<string, number>;
+  memory: MemoryEstimate;
+}
+
+export interface ModelService {
+  /** Model files known to the app: the embedded model and the models folder. */
+  list(): Promise<ModelFile[]>;
+  /** Loads a GGUF; progress arrives as `model.progress` events. Replaces the current model. */
+  load(req: { path: string; settings?: ModelLoadSettings }): Promise<LoadedModel>;
+  unload(): Promise<{ unloaded: boolean }>;
+  current(): Promise<LoadedModel | null>;
+  /** The current model's startup profile. */
+  profile(): Promise<StartupProfileJson | null>;
+  inspect(req: { path: string }): Promise<ModelSummary>;
+}
+
+// ---------------------------------------------------------------- packages
+
+export interface PackageInfo {
+  name: string;
+  version: string;
+  compatible: boolean;
+  reason?: string;
+  enabled: boolean;
+  /** Holders that pin the package (a loaded model, a session); disabling then fails. */
+  pinnedBy: string[];
+}
+
+export interface PackageService {
+  list(): Promise<PackageInfo[]>;
+  enable(req: { name: string }): Promise<PackageInfo>;
+  disable(req: { name: string }): Promise<PackageInfo>;
+}
+
+// ---------------------------------------------------------------- profiles
+
+export interface ProfileRecord {
+  id: string;
+  modelName: string;
+  modelPath: string;
+  recordedAt: string;
+  totalMs: number;
+}
+
+export interface ProfileService {
+  recent(): Promise<ProfileRecord[]>;
+  get(req: { id: string }): Promise<StartupProfileJson>;
+  /** Reads a profile JSON (e.g. from `guild run --profile-out`) and validates its schema. */
+  open(req: { path?: string; json?: string }): Promise<StartupProfileJson>;
+}
+
+// ---------------------------------------------------------------- the whole contract
+
+export interface AppContract {
+  chat: ChatService;
+  models: ModelService;
+  packages: PackageService;
+  profiles: ProfileService;
+}
+
+export type ServiceName = keyof AppContract;
+export type MethodName<S extends ServiceName> = keyof AppContract[S] & string;
+type Fn<S extends ServiceName, M extends MethodName<S>> = AppContract[S][M] extends (...args: infer A) => Promise<infer R>
+  ? { args: A; result: R } : never;
+export type RequestOf<S extends ServiceName, M extends MethodName<S>> = Fn<S, M>["args"] extends [infer R, ...unknown[]]
+  ? R : Fn<S, M>["args"] extends [(infer R)?] ? R | undefined : undefined;
+export type ResultOf<S extends ServiceName, M extends MethodName<S>> = Fn<S, M>["result"];
+
+/**
+ * The argument of each operation, as a tiny schema ("string", "number?", …;
+ * null = no argument). Both transports validate requests against it before a
+ * service sees them; its keys are the operation list (the preload exposes
+ * exactly these).
+ */
+export type FieldType = "string" | "number" | "boolean" | "object" | "string?" | "number?" | "boolean?" | "object?";
+export type RequestSchema = Readonly<Record<string, FieldType | readonly string[]>> | null;
+
+export const OPERATIONS = {
+  chat: {
+    listConversations: null,
+    createConversation: { title: "string?", systemPrompt: "string?", temperature: "number?" },
+    renameConversation: { id: "string", title: "string" },
+    updateSettings: { id: "string", systemPrompt: "string", temperature: "number" },
+    deleteConversation: { id: "string" },
+    searchConversations: { query: "string" },
+    messages: { conversationId: "string" },
+    send: { conversationId: "string", content: "string" },
+    stop: { conversationId: "string" },
+    regenerate: { conversationId: "string" },
+    exportConversation: { id: "string", format: ["markdown", "json"] },
+  },
+  models: {
+    list: null,
+    load: { path: "string", settings: "object?" },
+    unload: null,
+    current: null,
+    profile: null,
+    inspect: { path: "string" },
+  },
+  packages: {
+    list: null,
+    enable: { name: "string" },
+    disable: { name: "string" },
+  },
+  profiles: {
+    recent: null,
+    get: { id: "string" },
+    open: { path: "string?", json: "string?" },
+  },
+} as const satisfies { [S in ServiceName]: { [M in MethodName<S>]: RequestSchema } };
+
+/** The IPC channel of one operation. */
+export function channelOf(service: string, method: string): string {
+  return `guild:${service}.${method}`;
+}
+
+/** Checks a request against its schema; returns an error message or null. */
+export function validateRequest(schema: RequestSchema, req: unknown): string | null {
+  if (schema === null) return req === undefined || req === null || (typeof req === "object" && Object.keys(req).length === 0)
+    ? null : "this operation takes no argument";
+  if (typeof req !== "object" || req === null || Array.isArray(req)) return "the argument must be an object";
+  const r = req as Record<string, unknown>;
+  for (const key of Object.keys(r)) if (!(key in schema)) return `unknown field ${JSON.stringify(key)}`;
+  for (const [key, type] of Object.entries(schema)) {
+    const v = r[key];
+    if (Array.isArray(type)) {
+      if (!type.includes(v as string)) return `${key} must be one of ${type.join(", ")}`;
+      continue;
+    }
+    const t = type as FieldType;
+    const optional = t.endsWith("?");
+    if (v === undefined && optional) continue;
+    const base = optional ? t.slice(0, -1) : t;
+    const ok = base === "object" ? typeof v === "object" && v !== null && !Array.isArray(v)
+      : base === "number" ? typeof v === "number" && Number.isFinite(v) : typeof v === base;
+    if (!ok) return `${key} must be ${base === "object" ? "an object" : `a ${base}`}`;
+    if (base === "string" && (v as string).length > 1_000_000) return `${key} is too long`;
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------- events
+
+export type ChatReplyEvent =
+  | { kind: "queued"; conversationId: string; messageId: string; position: number }
+  | { kind: "started"; conversationId: string; messageId: string }
+  | { kind: "delta"; conversationId: string; messageId: string; text: string }
+  | { kind: "done"; conversationId: string; messageId: string; message: Message };
+
+export interface ModelProgressEvent {
+  path: string;
+  stage: string;
+  /** 1-based index in LOAD_STAGES; 0 for a stage outside it ("ready"). */
+  stageIndex: number;
+  stageCount: number;
+  fraction: number;
+}
+
+export type ModelStateEvent =
+  | { kind: "loading"; path: string }
+  | { kind: "loaded"; model: LoadedModel }
+  | { kind: "unloaded" }
+  | { kind: "failed"; path: string; message: string };
+
+/** Event name → payload. Each is one typed stream (IPC channel `guild:event:<name>`, SSE event `<name>`). */
+export interface AppEvents {
+  "chat.reply": ChatReplyEvent;
+  "model.progress": ModelProgressEvent;
+  "model.state": ModelStateEvent;
+  "packages.changed": { packages: PackageInfo[] };
+  "profiles.changed": { recent: ProfileRecord[] };
+}
+export type EventName = keyof AppEvents;
+export const EVENT_NAMES = ["chat.reply", "model.progress", "model.state", "packages.changed", "profiles.changed"] as const satisfies readonly EventName[];
+
+export function eventChannelOf(name: EventName): string {
+  return `guild:event:${name}`;
+}
+
+/** Where the main process publishes events (both transports subscribe). */
+export type EventSink = <E extends EventName>(name: E, payload: AppEvents[E]) => void;
+
+/** An error that crosses a transport: a message and a code, nothing else. */
+export interface ContractErrorJson {
+  error: { message: string; code: string };
+}
+
+/**
+ * What the preload exposes as `window.guild`: one function per operation
+ * (`guild.chat.send(req)`), and one subscribe function per event stream
+ * (`guild.events["chat.reply"](listener)` → unsubscribe).
+ */
+export type GuildBridge = { readonly [S in ServiceName]: { readonly [M in MethodName<S>]: AppContract[S][M] } } & {
+  readonly events: { readonly [E in EventName]: (listener: (payload: AppEvents[E]) => void) => () => void };
+};

@@ -1,0 +1,63 @@
+// e2e harness: builds the renderer, starts web mode (real services, real
+// runtime, the embedded model) on a free port with a fresh data folder, and
+// finds a browser (Debian's chromium) or an Electron binary.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { build } from "vite";
+
+import { PackageService } from "../app/main/services/package-service.js";
+import { startWebMode, type WebMode } from "../app/main/web/web-mode.js";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+export const artifactsDir = path.join(repoRoot, "e2e", "artifacts");
+export const rendererOut = path.join(repoRoot, "dist", "renderer");
+
+/** Debian's chromium (or CHROMIUM_PATH), or null with the reason. */
+export function chromiumPath(): { path: string } | { reason: string } {
+  const candidates = [process.env["CHROMIUM_PATH"], "/usr/bin/chromium", "/usr/bin/chromium-browser"].filter((p): p is string => !!p);
+  const found = candidates.find((p) => existsSync(p));
+  return found ? { path: found } : { reason: `no chromium at ${candidates.join(", ")} (apt-get install chromium)` };
+}
+
+export async function buildRenderer(): Promise<void> {
+  await build({ configFile: path.join(repoRoot, "vite.renderer.config.ts"), logLevel: "warn" });
+  await build({ configFile: path.join(repoRoot, "vite.preload.config.ts"), logLevel: "warn" });
+}
+
+export interface Served {
+  web: WebMode;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+export async function serveWebMode(): Promise<Served> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-"));
+  const packagesDir = path.join(dataDir, "packages");
+  await installBuiltPackages(packagesDir);
+  const web = await startWebMode({ dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: rendererOut } });
+  await web.services.ready;
+  mkdirSync(artifactsDir, { recursive: true });
+  return {
+    web,
+    dataDir,
+    async close() {
+      await web.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Installs the native build's kernel packages (build/packages or GUILD_BUILT_PACKAGES), when there are any, into `dir`. */
+async function installBuiltPackages(dir: string): Promise<void> {
+  const built = process.env["GUILD_BUILT_PACKAGES"] ?? path.join(repoRoot, "build", "packages");
+  if (!existsSync(built)) return;
+  const svc = new PackageService({ dir });
+  for (const name of readdirSync(built)) {
+    if (!existsSync(path.join(built, name, `${name}.gkmetadata`))) continue;
+    const archive = path.join(path.dirname(dir), `${name}.gkpkg`);
+    if ((await svc.pack(path.join(built, name), archive)).ok) await svc.install(archive);
+  }
+}

@@ -1,0 +1,230 @@
+// The renderer in Debian's Chromium (headless), in web mode, against the real
+// services, runtime and embedded model.
+import { readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+import { LOAD_STAGES } from "../app/shared/runtime-contract.js";
+import { artifactsDir, buildRenderer, chromiumPath, serveWebMode, type Served } from "./harness.js";
+
+const browserPath = chromiumPath();
+if ("reason" in browserPath) console.warn(`web e2e skipped: ${browserPath.reason}`);
+
+describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
+  let served: Served;
+  let browser: Browser;
+  let page: Page;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    await buildRenderer();
+    served = await serveWebMode();
+    browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+    // Refused requests (HTTP 4xx, shown in the page as messages) are logged by the browser too; anything else is a bug.
+    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) pageErrors.push(m.text()); });
+    await page.goto(served.web.url);
+    await page.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await served?.close();
+  });
+
+  const shot = (name: string) => page.screenshot({ path: path.join(artifactsDir, `${name}.png`) });
+  const lastAssistant = () => page.locator("[data-testid=message-assistant]").last();
+
+  it("streams a reply that grows token by token, with stats", async () => {
+    // Record every change of the reply's text in the page itself, so no
+    // polling interval can miss the growth.
+    await page.evaluate(() => {
+      const w = window as unknown as { __growth: string[] };
+      w.__growth = [];
+      new MutationObserver(() => {
+        const all = document.querySelectorAll("[data-testid=message-assistant]");
+        const last = all[all.length - 1];
+        if (last?.getAttribute("data-status") === "streaming") {
+          const text = last.querySelector(".markdown")?.textContent ?? "";
+          if (text && w.__growth.at(-1) !== text) w.__growth.push(text);
+        }
+      }).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    });
+    // The demo model answers in a few dozen tokens, often in well under a
+    // second; on a loaded machine the tokens can reach the page in one burst.
+    // Ask again (up to three times) until the page has seen the reply grow.
+    let growth: string[] = [];
+    for (const question of ["Hello! Who are you?", "What does river mean?", "What does abandon mean? Give examples."]) {
+      await page.evaluate(() => { (window as unknown as { __growth: string[] }).__growth = []; });
+      const before = await page.locator("[data-testid=message-assistant]").count();
+      await page.getByLabel("Message").fill(question);
+      await page.getByLabel("Message").press("Enter");
+      await expect.poll(() => page.locator("[data-testid=message-assistant]").count(), { timeout: 30_000 }).toBe(before + 1);
+      await expect.poll(() => lastAssistant().getAttribute("data-status"), { timeout: 60_000 }).toBe("complete");
+      growth = await page.evaluate(() => (window as unknown as { __growth: string[] }).__growth);
+      if (growth.length >= 3) break;
+    }
+    expect(growth.length).toBeGreaterThanOrEqual(3);
+    for (let i = 1; i < growth.length; i++) expect(growth[i]!.startsWith(growth[i - 1]!)).toBe(true);
+    const final = (await lastAssistant().locator(".markdown").textContent()) ?? "";
+    expect(final.length).toBeGreaterThan(growth[0]!.length);
+    await expect.poll(() => lastAssistant().locator("[data-testid=message-stats]").textContent()).toMatch(/\d+ tokens · [\d.]+ tok\/s · TTFT \d+ ms/);
+    await shot("chat");
+  });
+
+  it("shows the queue position while waiting, and Esc stops the reply", async () => {
+    // Keep the model busy with a few long generations, so the reply waits in the queue.
+    const host = served.web.services.host;
+    const modelId = (await served.web.services.contract.models.current())!.id;
+    await page.getByTestId("new-chat").click();
+    await page.getByLabel("Message").fill("What does river mean?");
+    const busyIds = ["e2e-busy-1", "e2e-busy-2", "e2e-busy-3"];
+    const busy = busyIds.map((id) =>
+      host.generate({ modelId, input: { kind: "text", text: "the river ".repeat(100) }, sampling: { temperature: 0, maxTokens: 300 } }, id));
+    await page.getByLabel("Message").press("Enter");
+    await page.getByTestId("queue-position").waitFor({ timeout: 30_000 });
+    expect(await page.getByTestId("queue-position").textContent()).toMatch(/Waiting: [1-9]\d* ahead in the queue/);
+    await shot("chat-queued");
+    await page.keyboard.press("Escape");
+    await expect.poll(() => lastAssistant().getAttribute("data-status"), { timeout: 30_000 }).toBe("stopped");
+    for (const id of busyIds) host.cancel(id);
+    await Promise.all(busy);
+  });
+
+  it("stops a reply midway, keeping the text so far", async () => {
+    // The demo model's replies are one sentence, often over in a few dozen
+    // milliseconds. So the page presses Stop on the first token it hears of
+    // (its own EventSource, ahead of React's next render), the prompt is one
+    // that draws a longer answer at a hot temperature, and a reply that still
+    // ends before the stop arrives is retried.
+    let status: string | null = null;
+    for (let attempt = 0; attempt < 5 && status !== "stopped"; attempt++) {
+      await page.getByTestId("new-chat").click();
+      await page.getByRole("button", { name: "Settings" }).click();
+      await page.locator(".settings input[type=range]").fill("1.5");
+      await page.locator(".settings").getByRole("button", { name: "Save" }).click();
+      await page.getByRole("button", { name: "Settings" }).click();
+      await page.evaluate(() => {
+        const es = new EventSource("events");
+        es.addEventListener("chat.reply", (e) => {
+          if ((JSON.parse((e as MessageEvent<string>).data) as { kind: string }).kind !== "delta") return;
+          const stop = document.querySelector<HTMLButtonElement>("[data-testid=stop]");
+          if (stop) {
+            stop.click();
+            es.close();
+          }
+        });
+      });
+      await page.getByLabel("Message").fill("the river ".repeat(40).trim());
+      await page.getByLabel("Message").press("Enter");
+      await expect.poll(() => lastAssistant().getAttribute("data-status"), { timeout: 30_000 }).toMatch(/stopped|complete/);
+      status = await lastAssistant().getAttribute("data-status");
+    }
+    expect(status).toBe("stopped");
+    const stats = (await lastAssistant().locator("[data-testid=message-stats]").textContent()) ?? "";
+    const tokens = Number(/(\d+) tokens/.exec(stats)?.[1]);
+    expect(tokens).toBeGreaterThan(0);
+    expect(tokens).toBeLessThan(512);
+    expect(((await lastAssistant().locator(".markdown").textContent()) ?? "").length).toBeGreaterThan(0);
+    expect(await lastAssistant().textContent()).toContain("Stopped");
+  });
+
+  it("finds the conversation again after a reload", async () => {
+    await page.reload();
+    const item = page.getByTestId("conversation-list").getByText("Hello! Who are you?");
+    await item.waitFor();
+    await item.click();
+    await expect.poll(() => page.locator("[data-testid=message-user]").first().textContent()).toContain("Hello! Who are you?");
+    expect(await lastAssistant().getAttribute("data-status")).toBe("complete");
+    await page.getByLabel("Search conversations").fill("who are");
+    await expect.poll(() => page.getByTestId("conversation-list").locator("li").count()).toBe(1);
+    expect(await page.getByTestId("conversation-list").textContent()).toContain("Hello! Who are you?");
+    await page.getByLabel("Search conversations").fill("no such words anywhere");
+    await expect.poll(() => page.getByTestId("conversation-list").textContent()).toBe("No matches");
+    await page.getByLabel("Search conversations").fill("");
+  });
+
+  it("renames and deletes a conversation", async () => {
+    await page.getByTestId("new-chat").click();
+    const list = page.getByTestId("conversation-list");
+    await list.getByRole("button", { name: "Rename New chat" }).first().click();
+    await list.getByLabel("Conversation title").fill("Scratch pad");
+    await list.getByLabel("Conversation title").press("Enter");
+    await list.getByText("Scratch pad").waitFor();
+    expect(await page.locator(".thread-head h2").textContent()).toBe("Scratch pad");
+    const before = await list.locator("li").count();
+    page.once("dialog", (d) => void d.accept());
+    await list.getByRole("button", { name: "Delete Scratch pad" }).click();
+    await expect.poll(() => list.locator("li").count()).toBe(before - 1);
+    expect((await served.web.services.contract.chat.listConversations()).some((c) => c.title === "Scratch pad")).toBe(false);
+  });
+
+  it("toggles a kernel package", async (ctx) => {
+    await page.getByTestId("nav-packages").click();
+    await page.getByRole("heading", { name: "Kernel packages" }).waitFor();
+    const packages = await served.web.services.contract.packages.list();
+    await shot("packages");
+    const target = packages.find((p) => p.compatible && p.pinnedBy.length === 0);
+    const packagesSkipReason = packages.length === 0
+      ? "no kernel packages installed (the addon lacks package support, or none are built in build/packages: GUILD_BUILT_PACKAGES)"
+      : "every installed package is incompatible or pinned";
+    if (!target) {
+      console.warn(`package toggle skipped: ${packagesSkipReason}`);
+      ctx.skip(packagesSkipReason);
+    }
+    const box = page.getByLabel(`Enable ${target!.name}`);
+    const was = await box.isChecked();
+    await box.click();
+    await expect.poll(() => box.isChecked()).toBe(!was);
+    await box.click();
+    await expect.poll(() => box.isChecked()).toBe(was);
+  });
+
+  it("shows all 14 load stages on the profile view, with placement", async () => {
+    await page.getByTestId("nav-profile").click();
+    await page.getByTestId("timeline").waitFor();
+    const names = await page.getByTestId("stage-row").locator(".stage-name").allTextContents();
+    expect(names.map((n) => n.replace(/^\d+\.\s*/, "").replace(/fallback$/, "").trim())).toEqual([...LOAD_STAGES]);
+    await page.getByTestId("placement").waitFor();
+    await shot("profile");
+    // The app follows the OS theme.
+    await page.emulateMedia({ colorScheme: "dark" });
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    expect(bg).toBe("rgb(22, 23, 27)");
+    await shot("profile-dark");
+    await page.emulateMedia({ colorScheme: "light" });
+    // Open a profile JSON saved elsewhere (as `guild run --profile-out` writes it).
+    const saved = path.join(served.dataDir, "saved-profile.json");
+    writeFileSync(saved, JSON.stringify(await served.web.services.contract.models.profile()));
+    await page.getByTestId("profile-file").setInputFiles(saved);
+    await expect.poll(() => page.locator(".source").textContent()).toContain("saved-profile.json");
+    expect(await page.getByTestId("stage-row").count()).toBe(LOAD_STAGES.length);
+    const download = page.waitForEvent("download");
+    await page.getByRole("button", { name: "Export Chrome trace" }).click();
+    const trace = JSON.parse(readFileSync(await (await download).path(), "utf8")) as { traceEvents: { cat?: string }[] };
+    expect(trace.traceEvents.filter((e) => e.cat === "stage")).toHaveLength(LOAD_STAGES.length);
+  });
+
+  it("loads the model again with stage progress, and inspects it", async () => {
+    await page.getByTestId("nav-models").click();
+    const row = page.locator("tr", { hasText: "guild-demo-qwen3moe-Q8_0.gguf" });
+    await row.getByRole("button", { name: "Inspect" }).click();
+    await page.getByTestId("model-summary").getByText("Memory estimate").waitFor();
+    expect(await page.getByTestId("model-summary").textContent()).toMatch(/Dense weights.*Experts.*KV cache/);
+    const stages: string[] = [];
+    const off = served.web.services.subscribe((name, p) => { if (name === "model.progress") stages.push((p as { stage: string }).stage); });
+    await row.getByRole("button", { name: "Load" }).click();
+    await expect.poll(() => page.getByTestId("current-model").textContent(), { timeout: 60_000 }).toContain("qwen3moe");
+    off();
+    expect(stages.slice(0, LOAD_STAGES.length)).toEqual([...LOAD_STAGES]);
+    // A bad path is reported plainly, and the loaded model stays.
+    await page.getByLabel("GGUF path").fill("/nonexistent/model.gguf");
+    await page.getByRole("button", { name: "Load GGUF" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/cannot load \/nonexistent\/model.gguf/);
+    await expect.poll(() => page.getByTestId("current-model").textContent()).toContain("qwen3moe");
+    await shot("models");
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,103 @@
+// The "cpu-avx512" kernel table (AVX-512 F/BW/VL/DQ + VNNI, with AVX2, FMA,
+// F16C, BMI2; built with those -m flags and -ffp-contract=off, see
+// native/CMakeLists.txt).
+//
+// ODR safety: as kernels_avx2.cpp. Everything here lives in an anonymous
+// namespace except cpu_kernels_avx512(); the AVX2 fragments are pasted in
+// again (so this table's dequantizers, quantizers and remaining dots are
+// the AVX2 ones recompiled here, with internal linkage), then the 512-bit
+// fragments. The included headers contribute only static inline functions,
+// constexpr data, intrinsics and declarations; the table is a compile-time
+// constant.
+//
+// Numerics: dequantizers and activation quantizers are the AVX2 ones (bit-
+// identical to cpu-generic); Q4_K/Q5_K/Q6_K/Q8_0 dots and tiles are 512-bit
+// with VNNI (exact integer parts, float rounding of the block sums only), and
+// the attention/exp kernels are 16-lane versions of the AVX2 ones.
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
+    !defined(__AVX512VNNI__) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx512.cpp must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c"
+#endif
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
+// source of their masked builtins, which -Wmaybe-uninitialized reports at
+// every use; the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/fp16.h"
+#include "core/kernel_table.h"
+#include "core/quant_blocks.h"
+
+namespace guild {
+namespace {
+
+#include "../avx2/avx2_common.inc"
+#include "../avx2/dequant_avx2.inc"
+#include "../avx2/quantize_avx2.inc"
+#include "../avx2/vec_dot_avx2.inc"
+#include "../avx2/gemm_avx2.inc"
+#include "gemm_avx512.inc"
+
+constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
+                        GemmFn gemm = nullptr) {
+  TypeKernels& k = t.types[static_cast<uint32_t>(type)];
+  k.dequant_row = dq;
+  k.vec_dot_type = act;
+  k.vec_dot = dot;
+  k.gemm = gemm;
+}
+
+constexpr CpuKernelTable make_avx512_table() {
+  CpuKernelTable t{};
+  t.name = "cpu-avx512";
+  using T = TensorType;
+  set_type(t, T::F32, dq_f32, T::F32, vd_f32);
+  set_type(t, T::F16, dq_f16, T::F32, vd_f16);
+  set_type(t, T::BF16, dq_bf16, T::F32, vd_bf16);
+  set_type(t, T::Q4_0, dq_q4_0, T::Q8_0, vd_q4_0);
+  set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
+  set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
+  set_type(t, T::Q5_1, dq_q5_1, T::Q8_1, vd_q5_1);
+  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, tile_vec_dot_avx2<Q80Tile512, kQK32>, tile_gemm_avx2<Q80Tile512, kQK32, 4, 4>);
+  set_type(t, T::Q2_K, dq_q2_k, T::Q8_K, vd_q2_k);
+  set_type(t, T::Q3_K, dq_q3_k, T::Q8_K, vd_q3_k);
+  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, tile_vec_dot_avx2<Q4KTile512, kQK_K>, tile_gemm_avx2<Q4KTile512, kQK_K, 4, 4>);
+  set_type(t, T::Q5_K, dq_q5_k, T::Q8_K, tile_vec_dot_avx2<Q5KTile512, kQK_K>, tile_gemm_avx2<Q5KTile512, kQK_K, 2, 4>);
+  set_type(t, T::Q6_K, dq_q6_k, T::Q8_K, tile_vec_dot_avx2<Q6KTile512, kQK_K>, tile_gemm_avx2<Q6KTile512, kQK_K, 4, 4>);
+  set_type(t, T::IQ4_NL, dq_iq4_nl, T::Q8_0, vd_iq4_nl);
+  set_type(t, T::IQ4_XS, dq_iq4_xs, T::Q8_K, vd_iq4_xs);
+  set_type(t, T::MXFP4, dq_mxfp4, T::Q8_0, vd_mxfp4);
+
+  t.quantize_act[static_cast<uint32_t>(T::F32)] = quant_f32;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = quant_q8_0;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_1)] = quant_q8_1;
+  t.quantize_act[static_cast<uint32_t>(T::Q8_K)] = quant_q8_k;
+
+  t.dot_f32 = dot_f32_avx2;
+  t.axpy_f32 = axpy_f32_avx2;
+  t.fp16_to_f32_row = fp16_to_f32_row_avx2;
+  t.f32_to_fp16_row = f32_to_fp16_row_avx2;
+
+  t.attn_scores_f16 = attn_scores_f16_512;
+  t.attn_scores_f32 = attn_scores_f32_512;
+  t.attn_pv_f16 = attn_pv_f16_512;
+  t.attn_pv_f32 = attn_pv_f32_512;
+  t.softmax_exp = softmax_exp_512;
+  t.swiglu_f32 = swiglu_f32_512;
+  return t;
+}
+
+constexpr CpuKernelTable kAvx512Table = make_avx512_table();
+
+}  // namespace
+
+const CpuKernelTable* cpu_kernels_avx512() { return &kAvx512Table; }
+
+}  // namespace guild

@@ -1,0 +1,219 @@
+// Guild's CUDA kernels: plain C++ launchers (no CUDA headers beyond the
+// runtime API types), each enqueued on a cudaStream_t. Every launcher checks
+// its arguments and cudaGetLastError() after its launches and returns the
+// error as a value (cudaErrorInvalidValue / cudaErrorNotSupported for bad or
+// unsupported arguments); nothing aborts. No launcher allocates, copies to the
+// host or synchronizes, so every one can be captured in a CUDA graph; the
+// values that change from step to step (token positions) are read from
+// device memory.
+//
+// Layouts (docs/CUDA.md has the full picture):
+//  * Weights: GGUF's bytes as they are, one row per output, rows padded to a
+//    multiple of 16 bytes (row_stride); expert stacks are n_expert matrices,
+//    expert_stride bytes apart.
+//  * Activations: float rows [rows][stride]; for quantized weights in the
+//    matrix-vector kernels, Q8_1 per 32 (int8 quants + half2 (d, d*sum q));
+//    for the tensor-core matrix-matrix kernels, fp16 rows.
+//  * KV cache: per layer K [n_ctx][n_head_kv*head_dim] and V alike, fp16.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace guild::cuda {
+
+// ---- data views ---------------------------------------------------------------
+
+// A weight matrix y = x·Wᵀ of n_out rows of n_in elements (or a stack of experts).
+struct DevMatrix {
+  const void* data = nullptr;
+  uint32_t type = 0;          // GGUF type id (core/tensor_type.h)
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_stride = 0;      // bytes between rows (multiple of 16)
+  size_t expert_stride = 0;   // bytes between experts of a stack (0 for one matrix)
+  int n_expert = 1;
+};
+
+// Activations quantized to Q8_1 per 32 elements: row r's quants at
+// qs + r*qs_stride (bytes, multiple of 16), its half2 (d, d*sum q) pairs at
+// ds + r*ds_stride (half2 elements).
+struct Q8Act {
+  int8_t* qs = nullptr;
+  uint32_t* ds = nullptr;  // half2 bit patterns
+  int64_t qs_stride = 0;
+  int64_t ds_stride = 0;
+};
+
+// One input of a matrix product in the formats a kernel may read. Only the
+// format the kernel needs must be set (see act_format_gemv / act_format_gemm).
+struct ActView {
+  const float* f32 = nullptr;   int64_t f32_stride = 0;  // floats
+  Q8Act q8;
+  const uint16_t* f16 = nullptr; int64_t f16_stride = 0;  // halves
+};
+
+enum class ActFormat { F32, Q8_1, F16 };
+
+// Expert routing of one step on device. ids/weights: [n_tokens*k] (token t's
+// j-th choice at t*k+j). The grouping (moe_group) fills the rest.
+struct MoeGroups {
+  int32_t* ids = nullptr;
+  float* weights = nullptr;
+  int32_t* offsets = nullptr;   // [n_expert+1] slots of expert e: slots[offsets[e] .. offsets[e+1])
+  int32_t* slots = nullptr;     // [n_tokens*k] slot ids grouped by expert
+  int32_t* active = nullptr;    // [n_expert] experts with at least one slot, ascending
+  int32_t* counters = nullptr;  // [2]: number of active experts, number of GEMM tiles
+  int32_t* tiles = nullptr;     // [max_tiles] (expert << 16) | tile index within the expert
+  int max_tiles = 0;            // capacity of tiles (moe_max_tiles)
+};
+
+// ---- capability and sizing --------------------------------------------------------
+
+// Weight types of the matrix kernels: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K.
+bool matrix_type_supported(uint32_t type);
+ActFormat act_format_gemv(uint32_t type);  // F32 (float weights) or Q8_1
+ActFormat act_format_gemm(uint32_t type);  // F32 (F32 weights: exact SIMT path) or F16 (tensor cores)
+// Largest number of columns (tokens / slots per expert) the matrix-vector path handles.
+inline constexpr int kGemvMaxCols = 8;
+// Token tile of the grouped expert GEMM; moe_max_tiles bounds its tile list.
+inline constexpr int kMoeTileTokens = 32;
+int moe_max_tiles(int n_tokens, int k, int n_expert);
+// Scratch floats attention_decode needs for a context of n_ctx.
+size_t attention_decode_workspace_floats(int n_head, int head_dim, int n_ctx);
+// Head sizes the attention kernels support (decode: multiple of 8, <= 256;
+// prefill: 32, 64, 96, 128).
+bool attention_head_dim_supported(int head_dim, bool prefill);
+
+// Raises the dynamic shared-memory limits of the kernels that need it. Called
+// once per device before the first launch (CudaDecoder::create does); the
+// launchers call it too, so it is only needed before a graph capture.
+cudaError_t kernels_init();
+
+// ---- activations ------------------------------------------------------------------
+
+// Quantizes rows of n floats (n a multiple of 32) to Q8_1.
+cudaError_t quantize_q8_1(const float* x, int64_t x_stride, int rows, int n, const Q8Act& out, cudaStream_t s);
+// Converts rows of n floats to fp16.
+cudaError_t convert_f16(const float* x, int64_t x_stride, int rows, int n, uint16_t* y, int64_t y_stride,
+                        cudaStream_t s);
+
+// ---- matrix products ---------------------------------------------------------------
+
+// y[c][r] = (accumulate ? y[c][r] : 0) + dot(W row r, act row c), c < n_cols <= kGemvMaxCols.
+// Reads act in act_format_gemv(w.type).
+cudaError_t gemv(const DevMatrix& w, const ActView& act, int n_cols, float* y, int64_t y_stride, bool accumulate,
+                 cudaStream_t s);
+// y[c][r] = silu(gate_r · a_c) * (up_r · a_c): both products from one read of the input (same type).
+cudaError_t gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, int n_cols, float* y,
+                     int64_t y_stride, cudaStream_t s);
+// The same for n_tokens of any count with tensor cores (fp16 in, fp32
+// accumulate; F32 weights: fp32 SIMT). Reads act in act_format_gemm(w.type).
+cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y, int64_t y_stride, bool accumulate,
+                 cudaStream_t s);
+
+// Grouped expert products over the routing in g (moe_group must have run):
+// for every slot (token t, choice j) routed to expert e,
+//   y[slot][r] = dot(W_e row r, act row (slot / act_div))
+// (act_div = k for the expert inputs of gate/up, 1 for the per-slot down input).
+// Each active expert's weights are read once for all its slots.
+// moe_gemv: small steps (any expert has at most a few slots; max_active = min(n_expert, n_slots)).
+cudaError_t moe_gemv(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, int max_active,
+                     int max_cols, float* y, int64_t y_stride, cudaStream_t s);
+cudaError_t moe_gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const MoeGroups& g,
+                         int act_div, int max_active, int max_cols, float* y, int64_t y_stride, cudaStream_t s);
+// moe_gemm: prefill; tiles of kMoeTileTokens slots of one expert.
+cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, float* y,
+                     int64_t y_stride, cudaStream_t s);
+
+// ---- elementwise, normalisation, position ------------------------------------------
+
+// Per row: if add, x += add (written back); then y = x * rsqrt(mean(x^2) + eps) * w
+// (w may be null), into any of y_f32 / y_q8 / y_f16 that are set. x, add and
+// y_f32 rows are contiguous (stride n); y_q8 has its own strides, y_f16 rows
+// are y_f16_stride halves apart.
+cudaError_t rms_norm(float* x, const float* add, const float* w, float eps, int rows, int n, float* y_f32,
+                     const Q8Act* y_q8, uint16_t* y_f16, int64_t y_f16_stride, cudaStream_t s);
+
+struct RopeConfig {
+  int n_rot = 0;            // rotated dims per head (even, <= head_dim)
+  bool neox = true;         // pairs (i, i + n_rot/2); else adjacent (2i, 2i+1)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;  // YaRN (0 = off)
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+};
+// cos/sin table for positions *pos0 + i, i < n_tokens: cs[i][n_rot] (cos, sin pairs),
+// computed as ops/rope.cpp does (theta by repeated multiplication in float).
+cudaError_t rope_table(const RopeConfig& r, const int32_t* pos0, int n_tokens, float* cs, cudaStream_t s);
+// Rotates n_heads heads of head_dim floats in each of n_tokens rows (row stride `stride`), in place.
+cudaError_t rope_apply(const RopeConfig& r, const float* cs, float* x, int n_tokens, int n_heads, int head_dim,
+                       int64_t stride, cudaStream_t s);
+
+// After the q/k/v projections of n_tokens tokens at positions *pos0 + i:
+// optional per-head RMS norm of q and k (q_norm/k_norm, [head_dim] each, may be null),
+// rope of q and k, and K/V stored into the fp16 cache rows pos0 + i.
+struct QkvPost {
+  float* q = nullptr; int64_t q_stride = 0;           // [n_tokens][n_head*head_dim]
+  const float* k = nullptr; int64_t k_stride = 0;     // [n_tokens][n_head_kv*head_dim]
+  const float* v = nullptr; int64_t v_stride = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float eps = 1e-6f;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  uint16_t* k_cache = nullptr;  // layer base, row stride n_head_kv*head_dim
+  uint16_t* v_cache = nullptr;
+};
+cudaError_t qkv_post(const QkvPost& p, const RopeConfig& r, const float* cs, const int32_t* pos0, int n_tokens,
+                     cudaStream_t s);
+
+// out[i] = silu(gate[i]) * up[i]
+cudaError_t swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
+// x[i] += y[i]
+cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
+
+// ---- attention ------------------------------------------------------------------------
+
+struct AttnArgs {
+  const float* q = nullptr; int64_t q_stride = 0;    // [n_tokens][n_head*head_dim]
+  const uint16_t* k_cache = nullptr;                  // layer base, fp16 [n_ctx][n_head_kv*head_dim]
+  const uint16_t* v_cache = nullptr;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int n_ctx = 0;                                      // cache capacity (positions)
+  float scale = 1.0f;
+  float* out = nullptr; int64_t out_stride = 0;       // [n_tokens][n_head*head_dim]
+};
+// One query token at position *pos0, causal over [0, *pos0]: split-K flash
+// decoding (chunks of 128 positions per block, all heads of a KV group per block)
+// and a combine pass; work: attention_decode_workspace_floats floats. If out_q8 is set,
+// the output is also quantized to Q8_1 (head_dim a multiple of 32).
+cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
+                             cudaStream_t s);
+// n_tokens query tokens at positions *pos0 + i, causal: flash attention with
+// tensor cores (fp16 Q/K/V, fp32 softmax and accumulation), 64 queries per block.
+cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_tokens, cudaStream_t s);
+
+// ---- mixture of experts -----------------------------------------------------------------
+
+// softmax over n_expert logits per token, top-k (ties to the lower id, ids in
+// descending probability), weights renormalised to sum 1.
+cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, int32_t* ids, float* weights,
+                      cudaStream_t s);
+// Groups the slots of g.ids by expert (offsets, slots, active experts, GEMM tile list).
+cudaError_t moe_group(const MoeGroups& g, int n_tokens, int k, int n_expert, cudaStream_t s);
+// x[t][d] += sum_j weights[t*k+j] * y[(t*k+j)][d]  (y row stride n)
+cudaError_t moe_combine(const float* y, const float* weights, int n_tokens, int k, int n, float* x, cudaStream_t s);
+
+// ---- lookups ------------------------------------------------------------------------------
+
+// out[i] = dequantized row ids[i] of table (any matrix type), out row stride out_stride.
+cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* out, int64_t out_stride,
+                     cudaStream_t s);
+// out[r] = index of the first maximum of row r (n floats, stride n).
+cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, cudaStream_t s);
+
+}  // namespace guild::cuda

@@ -1,0 +1,393 @@
+// Matrix-vector kernels (shared by gemv*.cu; see gemv.cu). Matrix-vector products for decode (and small token counts), dequantization
+// fused into the dot products:
+//  * quantized weights x Q8_1 activations: each lane owns a "unit" of a quant
+//    block (16 bytes of Q4_K/Q5_K quants, one 128-bit load), integer dp4a dots
+//    per 32-run, scales applied in float; a warp walks one or two rows, four
+//    warps per block; columns (tokens) share every weight load.
+//  * F32/F16/BF16 weights x float activations: 16-byte weight loads, float FMA.
+// Variants: dense (columns 0..n-1), GLU (gate and up rows read together,
+// silu(g)*u written), and grouped experts (the expert and its slots come from
+// the device-side routing; each active expert's rows are read once for all
+// its slots).
+#pragma once
+#include <algorithm>
+
+#include "common.cuh"
+
+namespace guild::cuda::gemv_detail {
+
+constexpr int kWarps = 4;
+
+struct GemvParams {
+  const uint8_t* w;       // matrix / expert 0
+  const uint8_t* w2;      // GLU: up matrix
+  size_t row_stride;
+  size_t expert_stride;
+  int n_in, n_out;
+  // activations
+  const int8_t* aq; const half2* ads; int64_t aq_stride, ads_stride;
+  const float* af; int64_t af_stride;
+  int n_cols;             // dense: columns
+  int stage;              // streaming kernel: bytes of one staging buffer (R rows, x2 for GLU)
+  float* y; int64_t y_stride;
+  bool accumulate;
+  // grouped experts
+  const int32_t* offsets; const int32_t* slots; const int32_t* active; const int32_t* counters;
+  int act_div;
+};
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+// Column c's activation row index and output row for the current group.
+struct Cols {
+  int act_row[kGemvMaxCols];
+  int out_row[kGemvMaxCols];
+  int n;
+};
+
+template <int NC, bool MOE>
+__device__ __forceinline__ bool next_cols(const GemvParams& p, int expert_idx, int& cursor, Cols& c,
+                                          const uint8_t*& w, const uint8_t*& w2) {
+  if (!MOE) {
+    if (cursor >= p.n_cols) return false;
+    c.n = min(NC, p.n_cols - cursor);
+#pragma unroll
+    for (int i = 0; i < NC; ++i) { c.act_row[i] = cursor + i; c.out_row[i] = cursor + i; }
+    cursor += NC;
+    return true;
+  }
+  const int e = p.active[expert_idx];
+  const int end = p.offsets[e + 1];
+  const int begin = p.offsets[e] + cursor;
+  if (begin >= end) return false;
+  c.n = min(NC, end - begin);
+#pragma unroll
+  for (int i = 0; i < NC; ++i) {
+    const int slot = p.slots[begin + min(i, c.n - 1)];
+    c.out_row[i] = slot;
+    c.act_row[i] = slot / p.act_div;
+  }
+  w = p.w + static_cast<size_t>(e) * p.expert_stride;
+  if (p.w2) w2 = p.w2 + static_cast<size_t>(e) * p.expert_stride;
+  cursor += NC;
+  return true;
+}
+
+// Dot products of rows row0 .. row0+n_rows-1 (bytes at src; GLU: up rows at
+// src2) with the columns in c, reduced and written by lane 0.
+template <uint32_t T, int NC, int R, bool GLU>
+__device__ __forceinline__ void gemv_rows(const GemvParams& p, const uint8_t* src, const uint8_t* src2, int row0,
+                                          int n_rows, const Cols& c, int lane) {
+  using U = QUnit<T>;
+  const int units_row = (p.n_in / U::QK) * U::UNITS;
+  float acc[R][NC], acc2[R][NC];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NC; ++j) { acc[r][j] = 0.0f; acc2[r][j] = 0.0f; }
+  const int8_t* aq[NC];
+  const half2* ads[NC];
+#pragma unroll
+  for (int j = 0; j < NC; ++j) {
+    aq[j] = p.aq + static_cast<int64_t>(c.act_row[j]) * p.aq_stride;
+    ads[j] = p.ads + static_cast<int64_t>(c.act_row[j]) * p.ads_stride;
+  }
+  // Lane i walks units i, i+32, ... of the rows (flattened), the next unit's
+  // weight bytes loaded before the current one is used.
+  {
+    int r = 0, idx = lane;
+    while (idx >= units_row && r < n_rows) { idx -= units_row; ++r; }
+    auto wptr = [&](const uint8_t* base, int rr, int ii) {
+      return base + static_cast<size_t>(rr) * p.row_stride + static_cast<size_t>(ii / U::UNITS) * U::BYTES;
+    };
+    typename U::W wv{}, wv2{};
+    if (r < n_rows) {
+      wv = U::load(wptr(src, r, idx), idx % U::UNITS);
+      if (GLU) wv2 = U::load(wptr(src2, r, idx), idx % U::UNITS);
+    }
+    while (r < n_rows) {
+      int r2 = r, idx2 = idx + 32;
+      while (idx2 >= units_row && r2 < n_rows) { idx2 -= units_row; ++r2; }
+      typename U::W nv{}, nv2{};
+      if (r2 < n_rows) {
+        nv = U::load(wptr(src, r2, idx2), idx2 % U::UNITS);
+        if (GLU) nv2 = U::load(wptr(src2, r2, idx2), idx2 % U::UNITS);
+      }
+      const int b = idx / U::UNITS, u = idx % U::UNITS;
+#pragma unroll
+      for (int j = 0; j < NC; ++j) {
+        if (j < c.n) {
+          const int8_t* a = aq[j] + b * U::QK;
+          const half2* d = ads[j] + b * (U::QK / 32);
+          const float v = U::dot(wv, a, d, u);
+          float v2 = 0.0f;
+          if (GLU) v2 = U::dot(wv2, a, d, u);
+#pragma unroll
+          for (int rr = 0; rr < R; ++rr)
+            if (rr == r) { acc[rr][j] += v; if (GLU) acc2[rr][j] += v2; }
+        }
+      }
+      wv = nv;
+      if (GLU) wv2 = nv2;
+      r = r2;
+      idx = idx2;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+      const float s = warp_sum(acc[r][j]);
+      float s2 = 0.0f;
+      if (GLU) s2 = warp_sum(acc2[r][j]);
+      if (lane == 0 && j < c.n && r < n_rows) {
+        float* out = p.y + static_cast<int64_t>(c.out_row[j]) * p.y_stride + row0 + r;
+        if (GLU) *out = silu(s) * s2;
+        else *out = (p.accumulate ? *out : 0.0f) + s;
+      }
+    }
+  }
+}
+
+// Direct variant: each warp reads its R rows from global memory once.
+template <uint32_t T, int NC, int R, bool MOE, bool GLU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row0 = (blockIdx.x * kWarps + warp) * R;
+  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  if (row0 >= p.n_out) return;
+  const int n_rows = min(R, p.n_out - row0);
+  const uint8_t* w = p.w;
+  const uint8_t* w2 = p.w2;
+  int cursor = 0;
+  Cols c;
+  while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, w, w2))
+    gemv_rows<T, NC, R, GLU>(p, w + static_cast<size_t>(row0) * p.row_stride,
+                             GLU ? w2 + static_cast<size_t>(row0) * p.row_stride : nullptr, row0, n_rows, c, lane);
+}
+
+// Streaming variant: a grid of a few blocks per SM; each warp walks batches of
+// R rows, copying the next batch into shared memory with coalesced 16-byte
+// cp.async while it computes the current one (two buffers per warp), so every
+// weight byte is read once, in whole sectors, with loads always in flight.
+template <uint32_t T, int NC, int R, bool MOE, bool GLU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q_stream_kernel(const GemvParams p) {
+  extern __shared__ __align__(16) uint8_t gemv_stage[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  const int n_batches = (p.n_out + R - 1) / R;
+  const int stride = gridDim.x * kWarps;
+  int bi = blockIdx.x * kWarps + warp;
+  if (bi >= n_batches) return;
+  const uint8_t* w = p.w;
+  const uint8_t* w2 = p.w2;
+  if (MOE) {
+    const int e = p.active[blockIdx.y];
+    w += static_cast<size_t>(e) * p.expert_stride;
+    if (GLU) w2 += static_cast<size_t>(e) * p.expert_stride;
+  }
+  const size_t up_off = static_cast<size_t>(R) * p.row_stride;  // GLU: up rows after the gate rows
+  uint8_t* const buf0 = gemv_stage + static_cast<size_t>(warp) * 2 * p.stage;
+  uint8_t* const buf1 = buf0 + p.stage;
+  auto issue = [&](int batch, uint8_t* buf) {
+    const int r0 = batch * R;
+    const int nr = min(R, p.n_out - r0);
+    const int n16 = static_cast<int>(static_cast<size_t>(nr) * p.row_stride / 16);
+    const uint8_t* g = w + static_cast<size_t>(r0) * p.row_stride;
+    const uint8_t* g2 = GLU ? w2 + static_cast<size_t>(r0) * p.row_stride : nullptr;
+    for (int i = lane; i < n16; i += 32) {
+      cp_async16_g2s(buf + 16 * i, g + 16 * static_cast<size_t>(i));
+      if (GLU) cp_async16_g2s(buf + up_off + 16 * i, g2 + 16 * static_cast<size_t>(i));
+    }
+  };
+  issue(bi, buf0);
+  asm volatile("cp.async.commit_group;\n" ::);
+  for (int k = 0; bi < n_batches; bi += stride, ++k) {
+    uint8_t* cur = (k & 1) ? buf1 : buf0;
+    if (bi + stride < n_batches) issue(bi + stride, (k & 1) ? buf0 : buf1);
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 1;\n" ::);
+    __syncwarp();
+    const int row0 = bi * R;
+    const int nr = min(R, p.n_out - row0);
+    int cursor = 0;
+    Cols c;
+    const uint8_t* wd = w;
+    const uint8_t* wd2 = w2;
+    while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, wd, wd2))
+      gemv_rows<T, NC, R, GLU>(p, cur, GLU ? cur + up_off : nullptr, row0, nr, c, lane);
+    __syncwarp();  // every lane is done with cur before it is refilled
+  }
+}
+
+// Float weights: each lane takes 16 bytes of a row per step.
+template <uint32_t T> struct FloatRow;
+template <> struct FloatRow<kF32> {
+  static constexpr int V = 4;
+  __device__ static __forceinline__ void load(const uint8_t* p, float* w) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  }
+  __device__ static __forceinline__ float one(const uint8_t* p) { return __ldg(reinterpret_cast<const float*>(p)); }
+};
+template <> struct FloatRow<kF16> {
+  static constexpr int V = 8;
+  __device__ static __forceinline__ void load(const uint8_t* p, float* w) {
+    const uint4 v = ld_u128(p);
+    const uint32_t a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { w[2 * i] = h2f(a[i] & 0xFFFF); w[2 * i + 1] = h2f(a[i] >> 16); }
+  }
+  __device__ static __forceinline__ float one(const uint8_t* p) { return h2f(ld_u16(p)); }
+};
+template <> struct FloatRow<kBF16> {
+  static constexpr int V = 8;
+  __device__ static __forceinline__ void load(const uint8_t* p, float* w) {
+    const uint4 v = ld_u128(p);
+    const uint32_t a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { w[2 * i] = bf2f(a[i] & 0xFFFF); w[2 * i + 1] = bf2f(a[i] >> 16); }
+  }
+  __device__ static __forceinline__ float one(const uint8_t* p) { return bf2f(ld_u16(p)); }
+};
+
+template <uint32_t T, int NC, bool MOE, bool GLU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p) {
+  using F = FloatRow<T>;
+  constexpr int EB = (T == kF32) ? 4 : 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarps + warp;
+  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  if (row >= p.n_out) return;
+  const int n_vec = p.n_in / F::V;
+  const uint8_t* w = p.w;
+  const uint8_t* w2 = p.w2;
+  int cursor = 0;
+  Cols c;
+  while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, w, w2)) {
+    const uint8_t* wr = w + static_cast<size_t>(row) * p.row_stride;
+    const uint8_t* wr2 = GLU ? w2 + static_cast<size_t>(row) * p.row_stride : nullptr;
+    float acc[NC], acc2[NC];
+#pragma unroll
+    for (int j = 0; j < NC; ++j) { acc[j] = 0.0f; acc2[j] = 0.0f; }
+#pragma unroll 2
+    for (int i = lane; i < n_vec; i += 32) {
+      float wv[F::V], wv2[F::V];
+      F::load(wr + static_cast<size_t>(i) * 16, wv);
+      if (GLU) F::load(wr2 + static_cast<size_t>(i) * 16, wv2);
+#pragma unroll
+      for (int j = 0; j < NC; ++j) {
+        if (j < c.n) {
+          const float* a = p.af + static_cast<int64_t>(c.act_row[j]) * p.af_stride + i * F::V;
+#pragma unroll
+          for (int v4 = 0; v4 < F::V; v4 += 4) {
+            const float4 av = *reinterpret_cast<const float4*>(a + v4);
+            acc[j] += wv[v4] * av.x + wv[v4 + 1] * av.y + wv[v4 + 2] * av.z + wv[v4 + 3] * av.w;
+            if (GLU) acc2[j] += wv2[v4] * av.x + wv2[v4 + 1] * av.y + wv2[v4 + 2] * av.z + wv2[v4 + 3] * av.w;
+          }
+        }
+      }
+    }
+    // Tail elements (n_in not a multiple of the vector width).
+    for (int e = n_vec * F::V + lane; e < p.n_in; e += 32) {
+      const float wv = F::one(wr + static_cast<size_t>(e) * EB);
+      const float wv2 = GLU ? F::one(wr2 + static_cast<size_t>(e) * EB) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < NC; ++j) {
+        if (j < c.n) {
+          const float av = p.af[static_cast<int64_t>(c.act_row[j]) * p.af_stride + e];
+          acc[j] += wv * av;
+          if (GLU) acc2[j] += wv2 * av;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+      const float s = warp_sum(acc[j]);
+      float s2 = 0.0f;
+      if (GLU) s2 = warp_sum(acc2[j]);
+      if (lane == 0 && j < c.n) {
+        float* out = p.y + static_cast<int64_t>(c.out_row[j]) * p.y_stride + row;
+        if (GLU) *out = silu(s) * s2;
+        else *out = (p.accumulate ? *out : 0.0f) + s;
+      }
+    }
+  }
+}
+
+constexpr int kStageBlockBytes = 48 * 1024;  // shared memory per block (default limit, no attribute needed)
+constexpr int kStreamBlocksPerSm = 8;
+
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 132;
+    return v;
+  }();
+  return n;
+}
+
+template <uint32_t T, int NC, int R, bool MOE, bool GLU>
+void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
+  const size_t per_buf = static_cast<size_t>(R) * p.row_stride * (GLU ? 2 : 1);
+  const int n_batches = (p.n_out + R - 1) / R;
+  if (per_buf * 2 * kWarps <= static_cast<size_t>(kStageBlockBytes)) {
+    p.stage = static_cast<int>(per_buf);
+    const int want = std::max(1, (sm_count() * kStreamBlocksPerSm) / static_cast<int>(grid_y));
+    const int blocks = std::min(static_cast<int>(ceil_div(n_batches, kWarps)), want);
+    gemv_q_stream_kernel<T, NC, R, MOE, GLU><<<dim3(blocks, grid_y), kWarps * 32, per_buf * 2 * kWarps, s>>>(p);
+  } else {
+    p.stage = 0;
+    gemv_q_kernel<T, NC, R, MOE, GLU><<<dim3(ceil_div(n_batches, kWarps), grid_y), kWarps * 32, 0, s>>>(p);
+  }
+}
+
+template <uint32_t T, int NC, bool MOE, bool GLU>
+cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
+  using U = QUnit<T>;
+  const int units_row = (p.n_in / U::QK) * U::UNITS;
+  const size_t glu = GLU ? 2 : 1;
+  auto fits = [&](size_t r) { return r * p.row_stride * glu * 2 * kWarps <= static_cast<size_t>(kStageBlockBytes); };
+  // Several rows per warp for tall matrices and for short rows (fewer than 32
+  // units would leave lanes idle), as long as the staging buffers fit.
+  if (NC == 1 && (p.n_out >= 32768 || units_row < 16) && fits(4)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
+  else if (NC == 1 && (p.n_out >= 8192 || units_row < 32) && fits(2)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
+  else launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
+  return launch_status();
+}
+
+template <uint32_t T, int NC, bool MOE, bool GLU>
+cudaError_t launch_f(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
+  dim3 grid(ceil_div(p.n_out, kWarps), grid_y);
+  gemv_f_kernel<T, NC, MOE, GLU><<<grid, kWarps * 32, 0, s>>>(p);
+  return launch_status();
+}
+
+template <uint32_t T, bool MOE, bool GLU>
+cudaError_t launch_type(const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+  if constexpr (T == kF32 || T == kF16 || T == kBF16) {
+    if (max_cols <= 1) return launch_f<T, 1, MOE, GLU>(p, grid_y, s);
+    if (max_cols <= 2) return launch_f<T, 2, MOE, GLU>(p, grid_y, s);
+    if (max_cols <= 4) return launch_f<T, 4, MOE, GLU>(p, grid_y, s);
+    return launch_f<T, 8, MOE, GLU>(p, grid_y, s);
+  } else {
+    if (max_cols <= 1) return launch_q<T, 1, MOE, GLU>(p, grid_y, s);
+    if (max_cols <= 2) return launch_q<T, 2, MOE, GLU>(p, grid_y, s);
+    if (max_cols <= 4) return launch_q<T, 4, MOE, GLU>(p, grid_y, s);
+    return launch_q<T, 8, MOE, GLU>(p, grid_y, s);
+  }
+}
+
+// One translation unit per group of weight types (compile time).
+cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_legacy(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_float(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+
+template <uint32_t T>
+cudaError_t launch_variant(bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+  if (moe) return glu ? launch_type<T, true, true>(p, max_cols, grid_y, s) : launch_type<T, true, false>(p, max_cols, grid_y, s);
+  return glu ? launch_type<T, false, true>(p, max_cols, grid_y, s) : launch_type<T, false, false>(p, max_cols, grid_y, s);
+}
+
+}  // namespace guild::cuda::gemv_detail

@@ -1,0 +1,600 @@
+// Elementwise kernels, activation formats, RMSNorm, RoPE (+ q/k norm and KV
+// store), MoE routing/grouping/combination, argmax and embedding lookups.
+#include <cmath>
+
+#include "common.cuh"
+
+namespace guild::cuda {
+namespace {
+
+// ---- activation formats ---------------------------------------------------------------
+
+// One warp per 32-run: d = amax/127, q = round(x/d) (ties away from zero), (d, d*sum q).
+__global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stride, int rows, int n_runs,
+                                     int8_t* __restrict__ qs, int64_t qs_stride, half2* __restrict__ ds,
+                                     int64_t ds_stride) {
+  const int64_t run = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (run >= static_cast<int64_t>(rows) * n_runs) return;
+  const int r = static_cast<int>(run / n_runs), b = static_cast<int>(run % n_runs);
+  const float v = x[r * x_stride + 32 * b + lane];
+  q8_1_warp(v, qs + r * qs_stride + 32 * b + lane, ds + r * ds_stride + b);
+}
+
+__global__ void convert_f16_kernel(const float* __restrict__ x, int64_t x_stride, int rows, int n,
+                                   __half* __restrict__ y, int64_t y_stride) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * n) return;
+  const int64_t r = i / n, c = i % n;
+  y[r * y_stride + c] = __float2half_rn(x[r * x_stride + c]);
+}
+
+// ---- RMSNorm --------------------------------------------------------------------------
+
+template <int THREADS>
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = lane < THREADS / 32 ? red[lane] : 0.0f;
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x, const float* __restrict__ add,
+                                                           const float* __restrict__ w, float eps, int n,
+                                                           float* __restrict__ y, int8_t* __restrict__ yq,
+                                                           int64_t yq_stride, half2* __restrict__ yds,
+                                                           int64_t yds_stride, __half* __restrict__ yh,
+                                                           int64_t yh_stride) {
+  __shared__ float red[32];
+  const int row = blockIdx.x;
+  float* xr = x + static_cast<int64_t>(row) * n;
+  const float* ar = add ? add + static_cast<int64_t>(row) * n : nullptr;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += THREADS) {
+    float v = xr[i];
+    if (ar) { v += ar[i]; xr[i] = v; }
+    ss += v * v;
+  }
+  const float mean = block_sum<THREADS>(ss, red) / static_cast<float>(n);
+  const float scale = 1.0f / sqrtf(mean + eps);
+  float* yr = y ? y + static_cast<int64_t>(row) * n : nullptr;
+  __half* yhr = yh ? yh + static_cast<int64_t>(row) * yh_stride : nullptr;
+  if (!yq) {
+    for (int i = threadIdx.x; i < n; i += THREADS) {
+      float v = __fmul_rn(xr[i], scale);
+      if (w) v = __fmul_rn(v, w[i]);
+      if (yr) yr[i] = v;
+      if (yhr) yhr[i] = __float2half_rn(v);
+    }
+    return;
+  }
+  // With Q8_1 output, warps take whole 32-runs (n is a multiple of 32).
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int b = warp; b < n / 32; b += THREADS / 32) {
+    const int i = 32 * b + lane;
+    float v = __fmul_rn(xr[i], scale);
+    if (w) v = __fmul_rn(v, w[i]);
+    if (yr) yr[i] = v;
+    if (yhr) yhr[i] = __float2half_rn(v);
+    q8_1_warp(v, yq + row * yq_stride + i, yds + row * yds_stride + b);
+  }
+}
+
+// ---- RoPE -------------------------------------------------------------------------------
+
+struct RopeDev {
+  int n_rot;
+  bool neox;
+  float theta_scale, freq_scale, ext_factor, attn_factor, corr_low, corr_high, mscale_ext;
+};
+
+__device__ __forceinline__ float yarn_ramp_dev(float low, float high, int i0) {
+  const float y = (static_cast<float>(i0 / 2) - low) / fmaxf(0.001f, high - low);
+  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+// cs[t][2p], cs[t][2p+1] = cos, sin of the angle of pair p at position pos0 + t.
+__global__ void rope_table_kernel(RopeDev r, const int32_t* __restrict__ pos0, int n_tokens, float* __restrict__ cs) {
+  const int t = blockIdx.x;
+  const int half = r.n_rot / 2;
+  const int pos = *pos0 + t;
+  for (int p = threadIdx.x; p < half; p += blockDim.x) {
+    // theta_extrap = pos * theta_scale^p by repeated float multiplication (as ops/rope.cpp).
+    float theta_extrap = static_cast<float>(pos);
+    for (int k = 0; k < p; ++k) theta_extrap = __fmul_rn(theta_extrap, r.theta_scale);
+    const float theta_interp = __fmul_rn(r.freq_scale, theta_extrap);
+    float theta = theta_interp;
+    float mscale = r.attn_factor;
+    if (r.ext_factor != 0.0f) {
+      const float ramp_mix = __fmul_rn(yarn_ramp_dev(r.corr_low, r.corr_high, 2 * p), r.ext_factor);
+      theta = __fadd_rn(__fmul_rn(theta_interp, 1.0f - ramp_mix), __fmul_rn(theta_extrap, ramp_mix));
+      mscale = __fmul_rn(mscale, r.mscale_ext);
+    }
+    float sn, cn;
+    sincosf(theta, &sn, &cn);
+    cs[static_cast<int64_t>(t) * r.n_rot + 2 * p] = __fmul_rn(cn, mscale);
+    cs[static_cast<int64_t>(t) * r.n_rot + 2 * p + 1] = __fmul_rn(sn, mscale);
+  }
+}
+
+// Rotates the head held in smem `v` (head_dim floats) by one warp.
+__device__ __forceinline__ void rope_head_warp(const RopeDev& r, const float* cs, float* v, int lane) {
+  const int half = r.n_rot / 2;
+  for (int p = lane; p < half; p += 32) {
+    const int a = r.neox ? p : 2 * p;
+    const int b = r.neox ? p + half : 2 * p + 1;
+    const float c = cs[2 * p], s = cs[2 * p + 1];
+    const float x0 = v[a], x1 = v[b];
+    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+}
+
+constexpr int kMaxHeadDim = 256;
+
+__global__ void rope_apply_kernel(RopeDev r, const float* __restrict__ cs, float* __restrict__ x, int n_heads,
+                                  int head_dim, int64_t stride) {
+  __shared__ float buf[4][kMaxHeadDim];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x;
+  const int h = blockIdx.y * 4 + warp;
+  if (h >= n_heads) return;
+  float* v = x + static_cast<int64_t>(t) * stride + static_cast<int64_t>(h) * head_dim;
+  for (int i = lane; i < head_dim; i += 32) buf[warp][i] = v[i];
+  __syncwarp();
+  rope_head_warp(r, cs + static_cast<int64_t>(t) * r.n_rot, buf[warp], lane);
+  __syncwarp();
+  for (int i = lane; i < head_dim; i += 32) v[i] = buf[warp][i];
+}
+
+// One warp per head: blockIdx.y*4 + warp < n_head: q heads; then n_head_kv k heads; then v heads.
+__global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ cs, const int32_t* __restrict__ pos0) {
+  __shared__ float buf[4][kMaxHeadDim];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x;
+  const int hh = blockIdx.y * 4 + warp;
+  const int D = p.head_dim;
+  const int kv_dim = p.n_head_kv * D;
+  const int pos = *pos0 + t;
+  if (hh >= p.n_head + 2 * p.n_head_kv) return;
+  if (hh >= p.n_head + p.n_head_kv) {  // V: store as fp16
+    const int h = hh - p.n_head - p.n_head_kv;
+    const float* src = p.v + static_cast<int64_t>(t) * p.v_stride + static_cast<int64_t>(h) * D;
+    __half* dst = reinterpret_cast<__half*>(p.v_cache) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(h) * D;
+    for (int i = lane; i < D; i += 32) dst[i] = __float2half_rn(src[i]);
+    return;
+  }
+  const bool is_q = hh < p.n_head;
+  const int h = is_q ? hh : hh - p.n_head;
+  const float* src = is_q ? p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * D
+                          : p.k + static_cast<int64_t>(t) * p.k_stride + static_cast<int64_t>(h) * D;
+  const float* nw = is_q ? p.q_norm : p.k_norm;
+  float* v = buf[warp];
+  float ss = 0.0f;
+  for (int i = lane; i < D; i += 32) {
+    const float x = src[i];
+    v[i] = x;
+    ss += x * x;
+  }
+  if (nw) {
+    const float mean = warp_sum(ss) / static_cast<float>(D);
+    const float scale = 1.0f / sqrtf(mean + p.eps);
+    for (int i = lane; i < D; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], scale), nw[i]);
+  }
+  __syncwarp();
+  if (r.n_rot > 0) rope_head_warp(r, cs + static_cast<int64_t>(t) * r.n_rot, v, lane);
+  __syncwarp();
+  if (is_q) {
+    float* dst = p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * D;
+    for (int i = lane; i < D; i += 32) dst[i] = v[i];
+  } else {
+    __half* dst = reinterpret_cast<__half*>(p.k_cache) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(h) * D;
+    for (int i = lane; i < D; i += 32) dst[i] = __float2half_rn(v[i]);
+  }
+}
+
+// ---- elementwise ----------------------------------------------------------------------------
+
+__global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float* __restrict__ o) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float x = g[i];
+  o[i] = (x / (1.0f + expf(-x))) * u[i];
+}
+
+__global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+// ---- MoE --------------------------------------------------------------------------------------
+
+constexpr int kRouteMaxPerLane = 16;  // n_expert <= 512
+constexpr int kRouteMaxK = 32;
+
+// One warp per token.
+__global__ void moe_route_kernel(const float* __restrict__ logits, int n_tokens, int n_expert, int k,
+                                 int32_t* __restrict__ ids, float* __restrict__ weights) {
+  __shared__ int sel_id[4][kRouteMaxK];
+  __shared__ float sel_l[4][kRouteMaxK];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x * 4 + warp;
+  if (t >= n_tokens) return;
+  const float* l = logits + static_cast<int64_t>(t) * n_expert;
+  float v[kRouteMaxPerLane];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kRouteMaxPerLane; ++i) {
+    const int e = lane + 32 * i;
+    v[i] = e < n_expert ? l[e] : -INFINITY;
+    mx = fmaxf(mx, v[i]);
+  }
+  mx = warp_max(mx);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRouteMaxPerLane; ++i)
+    if (lane + 32 * i < n_expert) sum += expf(v[i] - mx);
+  sum = warp_sum(sum);
+  const float inv_sum = 1.0f / sum;
+  unsigned taken = 0;
+  for (int j = 0; j < k; ++j) {
+    // Best remaining expert: largest logit, lowest id on ties.
+    float bv = -INFINITY;
+    int bi = INT32_MAX;
+#pragma unroll
+    for (int i = 0; i < kRouteMaxPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n_expert && !((taken >> i) & 1u) && (bi == INT32_MAX || v[i] > bv)) { bv = v[i]; bi = e; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi) || (bi == INT32_MAX && oi != INT32_MAX)) { bv = ov; bi = oi; }
+    }
+    if (lane == 0) { sel_id[warp][j] = bi; sel_l[warp][j] = bv; }
+#pragma unroll
+    for (int i = 0; i < kRouteMaxPerLane; ++i)
+      if (lane + 32 * i == bi) taken |= 1u << i;
+  }
+  __syncwarp();
+  float w = 0.0f;
+  if (lane < k) w = expf(sel_l[warp][lane] - mx) * inv_sum;
+  const float wsum = warp_sum(w);
+  if (lane < k) {
+    ids[static_cast<int64_t>(t) * k + lane] = sel_id[warp][lane];
+    weights[static_cast<int64_t>(t) * k + lane] = w / wsum;
+  }
+}
+
+// Single block: counts per expert, offsets, active list, GEMM tile list, then a
+// stable (token-order) fill of the slots by one warp.
+constexpr int kGroupThreads = 1024;
+constexpr int kGroupMaxExperts = 1024;
+constexpr int kGroupSmemSlots = 8192;  // slot ids staged in shared memory up to this many
+
+__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* __restrict__ ids, int n_slots,
+                                                                 int n_expert, int tile, int max_tiles,
+                                                                 int32_t* __restrict__ offsets,
+                                                                 int32_t* __restrict__ slots,
+                                                                 int32_t* __restrict__ active,
+                                                                 int32_t* __restrict__ counters,
+                                                                 int32_t* __restrict__ tiles) {
+  __shared__ int cnt[kGroupMaxExperts];
+  __shared__ int cur[kGroupMaxExperts];
+  __shared__ int s_ids[kGroupSmemSlots];
+  __shared__ int s_active, s_tiles;
+  const int tid = threadIdx.x;
+  const bool in_smem = n_slots <= kGroupSmemSlots;
+  for (int e = tid; e < n_expert; e += kGroupThreads) cnt[e] = 0;
+  if (in_smem)
+    for (int s = tid; s < n_slots; s += kGroupThreads) s_ids[s] = ids[s];
+  __syncthreads();
+  for (int s = tid; s < n_slots; s += kGroupThreads) {
+    const int e = in_smem ? s_ids[s] : ids[s];
+    if (e >= 0 && e < n_expert) atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  if (tid < 32) {
+    // Warp 0 scans: each lane owns a contiguous range of experts.
+    const int per = (n_expert + 31) / 32;
+    const int e0 = min(n_expert, tid * per), e1 = min(n_expert, e0 + per);
+    int sum_s = 0, sum_a = 0, sum_t = 0;
+    for (int e = e0; e < e1; ++e) { sum_s += cnt[e]; sum_a += cnt[e] > 0; sum_t += (cnt[e] + tile - 1) / tile; }
+    int inc_s = sum_s, inc_a = sum_a, inc_t = sum_t;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int ys = __shfl_up_sync(0xffffffffu, inc_s, o);
+      const int ya = __shfl_up_sync(0xffffffffu, inc_a, o);
+      const int yt = __shfl_up_sync(0xffffffffu, inc_t, o);
+      if (tid >= o) { inc_s += ys; inc_a += ya; inc_t += yt; }
+    }
+    int off_s = inc_s - sum_s, off_a = inc_a - sum_a, off_t = inc_t - sum_t;
+    for (int e = e0; e < e1; ++e) {
+      const int c = cnt[e];
+      offsets[e] = off_s;
+      cur[e] = off_s;
+      if (c > 0) active[off_a++] = e;
+      const int nt = (c + tile - 1) / tile;
+      for (int i = 0; i < nt; ++i)
+        if (off_t + i < max_tiles) tiles[off_t + i] = (e << 16) | i;
+      off_t += nt;
+      off_s += c;
+    }
+    if (tid == 31) {
+      offsets[n_expert] = inc_s;
+      s_active = inc_a;
+      s_tiles = min(inc_t, max_tiles);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) { counters[0] = s_active; counters[1] = s_tiles; }
+  if (tid < 32) {
+    const unsigned lt = (1u << tid) - 1u;
+    for (int base = 0; base < n_slots; base += 32) {
+      const int s = base + tid;
+      const int e = s < n_slots ? (in_smem ? s_ids[s] : ids[s]) : -1;
+      const bool ok = e >= 0 && e < n_expert;
+      const unsigned valid = __ballot_sync(0xffffffffu, ok);
+      const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1) & valid;
+      const int rank = __popc(same & lt);
+      int pos = 0;
+      if (ok) pos = cur[e] + rank;
+      __syncwarp();
+      if (ok) {
+        slots[pos] = s;
+        if (rank == __popc(same) - 1) cur[e] = pos + 1;  // the last of the group moves the cursor
+      }
+      __syncwarp();
+    }
+  }
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int k, int n,
+                                   float* __restrict__ x) {
+  const int t = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= n) return;
+  const float* wt = w + static_cast<int64_t>(t) * k;
+  float acc = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    const float v = __fmul_rn(y[(static_cast<int64_t>(t) * k + j) * n + d], wt[j]);
+    acc = j == 0 ? v : __fadd_rn(acc, v);
+  }
+  x[static_cast<int64_t>(t) * n + d] += acc;
+}
+
+// ---- lookups --------------------------------------------------------------------------------
+
+template <uint32_t T>
+__global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t row_stride, const int32_t* __restrict__ ids,
+                                int n_runs, float* __restrict__ out, int64_t out_stride) {
+  const int i = blockIdx.y;
+  const int run = blockIdx.x * blockDim.x + threadIdx.x;
+  if (run >= n_runs) return;
+  const uint8_t* row = table + static_cast<size_t>(ids[i]) * row_stride;
+  float v[32];
+  Deq<T>::run32(row, run, v);
+  float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(i) * out_stride + 32 * run);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+}
+
+// Float tables whose rows are not whole 32-runs: one element per thread.
+__global__ void get_rows_plain_kernel(const uint8_t* __restrict__ table, uint32_t type, size_t row_stride,
+                                      const int32_t* __restrict__ ids, int n, float* __restrict__ out,
+                                      int64_t out_stride) {
+  const int i = blockIdx.y;
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= n) return;
+  const uint8_t* row = table + static_cast<size_t>(ids[i]) * row_stride;
+  float v;
+  if (type == kF32) v = reinterpret_cast<const float*>(row)[c];
+  else if (type == kF16) v = h2f(reinterpret_cast<const uint16_t*>(row)[c]);
+  else v = bf2f(reinterpret_cast<const uint16_t*>(row)[c]);
+  out[static_cast<int64_t>(i) * out_stride + c] = v;
+}
+
+__global__ void argmax_kernel(const float* __restrict__ x, int n, int32_t* __restrict__ out) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  const float* r = x + static_cast<int64_t>(blockIdx.x) * n;
+  float bv = -INFINITY;
+  int bi = INT32_MAX;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = r[i];
+    if (v > bv || (bi == INT32_MAX && !(v != v))) { bv = v; bi = i; }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
+  __syncthreads();
+  if (warp == 0) {
+    const int nw = blockDim.x >> 5;
+    bv = lane < nw ? sv[lane] : -INFINITY;
+    bi = lane < nw ? si[lane] : INT32_MAX;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+    }
+    if (lane == 0) out[blockIdx.x] = bi == INT32_MAX ? 0 : bi;
+  }
+}
+
+RopeDev rope_dev(const RopeConfig& r) {
+  RopeDev d{};
+  d.n_rot = r.n_rot;
+  d.neox = r.neox;
+  d.theta_scale = std::pow(r.freq_base, -2.0f / static_cast<float>(r.n_rot > 0 ? r.n_rot : 1));
+  d.freq_scale = r.freq_scale;
+  d.ext_factor = r.ext_factor;
+  d.attn_factor = r.attn_factor;
+  d.mscale_ext = 1.0f + 0.1f * std::log(1.0f / r.freq_scale);
+  if (r.ext_factor != 0.0f) {
+    auto corr_dim = [&](float n_rot) {
+      return r.n_rot * std::log(r.n_ctx_orig / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+             (2.0f * std::log(r.freq_base));
+    };
+    d.corr_low = std::max(0.0f, std::floor(corr_dim(r.beta_fast)));
+    d.corr_high = std::min(static_cast<float>(r.n_rot - 1), std::ceil(corr_dim(r.beta_slow)));
+  }
+  return d;
+}
+
+}  // namespace
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+cudaError_t quantize_q8_1(const float* x, int64_t x_stride, int rows, int n, const Q8Act& out, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !out.qs || !out.ds || rows < 0 || n % 32 != 0, cudaErrorInvalidValue);
+  if (rows == 0 || n == 0) return cudaSuccess;
+  const int64_t runs = static_cast<int64_t>(rows) * (n / 32);
+  quantize_q8_1_kernel<<<ceil_div(runs, 8), 256, 0, s>>>(x, x_stride, rows, n / 32, out.qs, out.qs_stride,
+                                                          reinterpret_cast<half2*>(out.ds), out.ds_stride);
+  return launch_status();
+}
+
+cudaError_t convert_f16(const float* x, int64_t x_stride, int rows, int n, uint16_t* y, int64_t y_stride,
+                        cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !y || rows < 0 || n < 0, cudaErrorInvalidValue);
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total == 0) return cudaSuccess;
+  convert_f16_kernel<<<ceil_div(total, 256), 256, 0, s>>>(x, x_stride, rows, n, reinterpret_cast<__half*>(y), y_stride);
+  return launch_status();
+}
+
+cudaError_t rms_norm(float* x, const float* add, const float* w, float eps, int rows, int n, float* y_f32,
+                     const Q8Act* y_q8, uint16_t* y_f16, int64_t y_f16_stride, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(y_f16 && y_f16_stride < n, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(!x || rows < 0 || n <= 0, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(y_q8 && (n % 32 != 0 || !y_q8->qs || !y_q8->ds), cudaErrorInvalidValue);
+  if (rows == 0) return cudaSuccess;
+  int8_t* yq = y_q8 ? y_q8->qs : nullptr;
+  half2* yds = y_q8 ? reinterpret_cast<half2*>(y_q8->ds) : nullptr;
+  const int64_t qs_stride = y_q8 ? y_q8->qs_stride : 0, ds_stride = y_q8 ? y_q8->ds_stride : 0;
+  if (n >= 1024)
+    rms_norm_kernel<512><<<rows, 512, 0, s>>>(x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
+                                               reinterpret_cast<__half*>(y_f16), y_f16_stride);
+  else
+    rms_norm_kernel<128><<<rows, 128, 0, s>>>(x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
+                                               reinterpret_cast<__half*>(y_f16), y_f16_stride);
+  return launch_status();
+}
+
+cudaError_t rope_table(const RopeConfig& r, const int32_t* pos0, int n_tokens, float* cs, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!pos0 || !cs || n_tokens < 0 || r.n_rot <= 0 || r.n_rot % 2 != 0, cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  rope_table_kernel<<<n_tokens, 64, 0, s>>>(rope_dev(r), pos0, n_tokens, cs);
+  return launch_status();
+}
+
+cudaError_t rope_apply(const RopeConfig& r, const float* cs, float* x, int n_tokens, int n_heads, int head_dim,
+                       int64_t stride, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!cs || !x || head_dim > kMaxHeadDim || r.n_rot > head_dim || r.n_rot % 2 != 0,
+                       cudaErrorInvalidValue);
+  if (n_tokens == 0 || n_heads == 0) return cudaSuccess;
+  rope_apply_kernel<<<dim3(n_tokens, ceil_div(n_heads, 4)), 128, 0, s>>>(rope_dev(r), cs, x, n_heads, head_dim, stride);
+  return launch_status();
+}
+
+cudaError_t qkv_post(const QkvPost& p, const RopeConfig& r, const float* cs, const int32_t* pos0, int n_tokens,
+                     cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!p.q || !p.k || !p.v || !p.k_cache || !p.v_cache || !pos0, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(p.head_dim <= 0 || p.head_dim > kMaxHeadDim || r.n_rot > p.head_dim || r.n_rot % 2 != 0,
+                       cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(r.n_rot > 0 && !cs, cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  const int heads = p.n_head + 2 * p.n_head_kv;
+  qkv_post_kernel<<<dim3(n_tokens, ceil_div(heads, 4)), 128, 0, s>>>(p, rope_dev(r), cs, pos0);
+  return launch_status();
+}
+
+cudaError_t swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!gate || !up || !out || n < 0, cudaErrorInvalidValue);
+  if (n == 0) return cudaSuccess;
+  swiglu_kernel<<<ceil_div(n, 256), 256, 0, s>>>(gate, up, n, out);
+  return launch_status();
+}
+
+cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !y || n < 0, cudaErrorInvalidValue);
+  if (n == 0) return cudaSuccess;
+  add_kernel<<<ceil_div(n, 256), 256, 0, s>>>(x, y, n);
+  return launch_status();
+}
+
+cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, int32_t* ids, float* weights,
+                      cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!logits || !ids || !weights || n_expert < 1 || n_expert > 32 * kRouteMaxPerLane || k < 1 ||
+                           k > kRouteMaxK || k > n_expert,
+                       cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  moe_route_kernel<<<ceil_div(n_tokens, 4), 128, 0, s>>>(logits, n_tokens, n_expert, k, ids, weights);
+  return launch_status();
+}
+
+int moe_max_tiles(int n_tokens, int k, int n_expert) {
+  const int n_slots = n_tokens * k;
+  return n_slots / kMoeTileTokens + std::min(n_expert, n_slots) + 1;
+}
+
+cudaError_t moe_group(const MoeGroups& g, int n_tokens, int k, int n_expert, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!g.ids || !g.offsets || !g.slots || !g.active || !g.counters || !g.tiles, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(n_expert < 1 || n_expert > kGroupMaxExperts || n_expert > 32767 || k < 1 || n_tokens < 0,
+                       cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(g.max_tiles < 1, cudaErrorInvalidValue);
+  moe_group_kernel<<<1, kGroupThreads, 0, s>>>(g.ids, n_tokens * k, n_expert, kMoeTileTokens, g.max_tiles, g.offsets,
+                                               g.slots, g.active, g.counters, g.tiles);
+  return launch_status();
+}
+
+cudaError_t moe_combine(const float* y, const float* weights, int n_tokens, int k, int n, float* x, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!y || !weights || !x || k < 1 || n < 1, cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  GUILD_CUDA_RETURN_IF(n_tokens > 65535, cudaErrorInvalidValue);
+  moe_combine_kernel<<<dim3(ceil_div(n, 256), n_tokens), 256, 0, s>>>(y, weights, k, n, x);
+  return launch_status();
+}
+
+cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* out, int64_t out_stride,
+                     cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!table.data || !ids || !out || !matrix_type_supported(table.type), cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(n > 65535 || n < 0, cudaErrorInvalidValue);
+  if (n == 0) return cudaSuccess;
+  const uint8_t* data = static_cast<const uint8_t*>(table.data);
+  if (table.n_in % 32 != 0 || out_stride % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+    GUILD_CUDA_RETURN_IF(!is_float_type(table.type), cudaErrorInvalidValue);
+    get_rows_plain_kernel<<<dim3(ceil_div(table.n_in, 128), n), 128, 0, s>>>(data, table.type, table.row_stride, ids,
+                                                                            static_cast<int>(table.n_in), out, out_stride);
+    return launch_status();
+  }
+  const int n_runs = static_cast<int>(table.n_in / 32);
+  dim3 grid(ceil_div(n_runs, 64), n);
+  cudaError_t err = cudaErrorNotSupported;
+  dispatch_type(table.type, [&]<uint32_t T>() {
+    get_rows_kernel<T><<<grid, 64, 0, s>>>(data, table.row_stride, ids, n_runs, out, out_stride);
+    err = launch_status();
+  });
+  return err;
+}
+
+cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !out || rows < 0 || n < 1, cudaErrorInvalidValue);
+  if (rows == 0) return cudaSuccess;
+  argmax_kernel<<<rows, 1024, 0, s>>>(x, n, out);
+  return launch_status();
+}
+
+}  // namespace guild::cuda

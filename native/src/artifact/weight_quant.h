@@ -1,0 +1,21 @@
+// Weight quantizers: float rows -> GGUF block types, for the synthetic-model
+// generator and tests. "Nearest scale" quantizers: each block's scale (and
+// min) comes straight from its extreme values and every value is rounded to
+// the nearest level. This is simpler than llama.cpp's searched scales (it is
+// not meant to produce the best possible quantization of real weights) and it
+// writes exactly the block layouts of core/quant_blocks.h, so every runtime
+// that reads GGUF reads the result the same way.
+#pragma once
+#include <cstdint>
+
+namespace guild {
+
+// True for the types quantize_weight_row supports: F32, F16, BF16, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
+bool weight_quant_supported(uint32_t type_id);
+
+// Quantizes n floats (a whole number of the type's blocks) into dst (one row
+// of that type). False for an unsupported type or a partial block.
+bool quantize_weight_row(uint32_t type_id, const float* src, int64_t n, void* dst);
+
+}  // namespace guild

@@ -1,0 +1,744 @@
+#include "cuda/cuda_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor_type.h"
+#include "cuda/cuda_kernels.h"
+
+namespace guild::cuda {
+namespace {
+
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+std::string cuda_msg(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// One weight tensor to upload: rows of row_bytes from host, to rows of stride bytes.
+struct Upload {
+  const uint8_t* src = nullptr;
+  int64_t rows = 0;          // total rows (all experts)
+  size_t row_bytes = 0;
+  size_t stride = 0;         // device row stride (multiple of 16)
+  size_t offset = 0;         // in the weight arena
+  size_t bytes() const { return static_cast<size_t>(rows) * stride; }
+};
+
+// Sizes shared by estimate() and create().
+struct Layout {
+  // scratch floats / bytes
+  int T = 0, K = 1, n_ff_max = 0, q_dim = 0, kv_dim = 0, widest = 0, act_rows = 0, logits_rows = 0, max_tiles = 1;
+  size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0;
+  std::vector<Upload> uploads;
+  std::unordered_map<const void*, size_t> index;  // host data -> uploads index
+};
+
+bool plan_matrix(Layout& L, const QMatrix& m, int64_t n_expert, size_t expert_bytes, std::string* error,
+                 const char* what) {
+  if (!m.data) return true;
+  if (L.index.count(m.data)) return true;
+  if (!matrix_type_supported(m.type)) {
+    *error = std::string("CUDA decoder: tensor type ") + std::string(tensor_type_name(m.type)) + " of " + what +
+             " has no CUDA kernel";
+    return false;
+  }
+  if (n_expert > 1 && expert_bytes != static_cast<size_t>(m.n_out) * m.row_bytes) {
+    *error = std::string("CUDA decoder: expert stack ") + what + " is not contiguous";
+    return false;
+  }
+  Upload u;
+  u.src = m.data;
+  u.rows = m.n_out * n_expert;
+  u.row_bytes = m.row_bytes;
+  u.stride = align_up(m.row_bytes, 16);
+  L.index[m.data] = L.uploads.size();
+  L.uploads.push_back(u);
+  return true;
+}
+
+bool plan_vector(Layout& L, const float* v, int64_t n) {
+  if (!v || L.index.count(v)) return true;
+  Upload u;
+  u.src = reinterpret_cast<const uint8_t*>(v);
+  u.rows = 1;
+  u.row_bytes = static_cast<size_t>(n) * 4;
+  u.stride = align_up(u.row_bytes, 16);
+  L.index[v] = L.uploads.size();
+  L.uploads.push_back(u);
+  return true;
+}
+
+bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, Layout* out,
+          std::string* error) {
+  Layout& L = *out;
+  if (hp.head_dim_k != hp.head_dim_v) { *error = "CUDA decoder: head_dim_k != head_dim_v is not supported"; return false; }
+  if (!attention_head_dim_supported(hp.head_dim_k, false) || !attention_head_dim_supported(hp.head_dim_k, true)) {
+    *error = "CUDA decoder: head size " + std::to_string(hp.head_dim_k) + " is not supported";
+    return false;
+  }
+  if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0) { *error = "CUDA decoder: bad head counts"; return false; }
+  if (hp.rope.n_rot > hp.head_dim_k || hp.rope.n_rot % 2 != 0) { *error = "CUDA decoder: bad rope dims"; return false; }
+  if (hp.n_expert > 0 && (hp.n_expert > 512 || hp.n_expert_used > 32 || hp.n_expert_used < 1)) {
+    *error = "CUDA decoder: expert counts beyond the kernels' limits (512 experts, 32 used)";
+    return false;
+  }
+  if (hp.n_embd % 32 != 0) { *error = "CUDA decoder: n_embd must be a multiple of 32"; return false; }
+  if (o.n_ctx < 1 || o.max_tokens < 1 || o.max_tokens > 65535) { *error = "CUDA decoder: bad n_ctx / max_tokens"; return false; }
+
+  if (!plan_matrix(L, w.token_embd, 1, 0, error, "token_embd") || !plan_matrix(L, w.output, 1, 0, error, "output") ||
+      !plan_vector(L, w.output_norm, hp.n_embd))
+    return false;
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const std::string n = "blk." + std::to_string(l);
+    if (!plan_vector(L, lw.attn_norm, hp.n_embd) || !plan_vector(L, lw.ffn_norm, hp.n_embd) ||
+        !plan_vector(L, lw.q_norm, hp.head_dim_k) || !plan_vector(L, lw.k_norm, hp.head_dim_k))
+      return false;
+    for (auto [m, name] : {std::pair{&lw.wq, ".attn_q"}, {&lw.wk, ".attn_k"}, {&lw.wv, ".attn_v"},
+                           {&lw.wo, ".attn_output"}, {&lw.router, ".ffn_gate_inp"}, {&lw.ffn_gate, ".ffn_gate"},
+                           {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}})
+      if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str())) return false;
+    for (auto [e, name] : {std::pair{&lw.gate_exps, ".ffn_gate_exps"}, {&lw.up_exps, ".ffn_up_exps"},
+                           {&lw.down_exps, ".ffn_down_exps"}})
+      if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str())) return false;
+    if (lw.is_moe() && (!lw.gate_exps.first.data || !lw.up_exps.first.data || !lw.down_exps.first.data)) {
+      *error = "CUDA decoder: " + n + " has a router but its experts are not bound";
+      return false;
+    }
+  }
+  size_t off = 0;
+  for (Upload& u : L.uploads) {
+    off = align_up(off, 256);
+    u.offset = off;
+    off += u.bytes();
+  }
+  L.weight_bytes = align_up(off, 256);
+
+  L.T = o.max_tokens;
+  L.K = std::max(1, hp.n_expert_used);
+  L.n_ff_max = std::max(hp.n_ff, hp.n_ff_exp);
+  L.q_dim = hp.n_head * hp.head_dim_k;
+  L.kv_dim = hp.n_head_kv * hp.head_dim_k;
+  L.widest = static_cast<int>(align_up(static_cast<size_t>(std::max({hp.n_embd, L.q_dim, L.n_ff_max})), 32));
+  L.act_rows = L.T * L.K;
+  L.logits_rows = std::min(L.T, 32);
+  L.max_tiles = hp.n_expert > 0 ? moe_max_tiles(L.T, L.K, hp.n_expert) : 1;
+  L.kv_bytes = static_cast<size_t>(hp.n_layer) * 2 * o.n_ctx * L.kv_dim * 2;
+
+  const size_t T = L.T, K = L.K;
+  size_t f = 0;  // floats
+  f += 2 * T * hp.n_embd;                                 // x, xn
+  f += T * L.q_dim + 2 * T * L.kv_dim + T * L.q_dim;      // q, k, v, attn
+  f += T * std::max(1, hp.n_expert);                      // router logits
+  const size_t ffn = std::max(T * K * hp.n_ff_exp, T * static_cast<size_t>(hp.n_ff));
+  f += 3 * ffn;                                           // gate, up, h
+  f += T * K * hp.n_embd;                                 // per-slot expert outputs
+  f += static_cast<size_t>(L.logits_rows) * hp.n_vocab;   // logits
+  f += T * std::max(2, hp.rope.n_rot);                    // rope cos/sin
+  f += attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, o.n_ctx);
+  size_t bytes = f * 4 + 64 * 256;                        // + alignment slack
+  bytes += static_cast<size_t>(L.act_rows) * L.widest;                 // q8 quants
+  bytes += static_cast<size_t>(L.act_rows) * (L.widest / 32) * 4;      // q8 scales
+  bytes += static_cast<size_t>(L.act_rows) * L.widest * 2;             // f16
+  bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
+  L.scratch_bytes = align_up(bytes, 256);
+  return true;
+}
+
+struct Arena {
+  uint8_t* base = nullptr;
+  size_t used = 0;
+  template <typename T>
+  T* take(size_t count) {
+    used = align_up(used, 256);
+    T* p = reinterpret_cast<T*>(base + used);
+    used += count * sizeof(T);
+    return p;
+  }
+};
+
+}  // namespace
+
+struct CudaDecoder::Impl {
+  ModelHparams hp;
+  CudaDecoderOptions opt;
+  Layout L;
+  CudaDecoderMemory mem;
+  cudaStream_t stream = nullptr;
+  uint8_t* weight_mem = nullptr;
+  uint8_t* kv_mem = nullptr;
+  uint8_t* scratch_mem = nullptr;
+
+  struct Layer {
+    const float* attn_norm = nullptr;
+    const float* q_norm = nullptr;
+    const float* k_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    DevMatrix wq, wk, wv, wo, router, gate_exps, up_exps, down_exps, ffn_gate, ffn_up, ffn_down;
+    bool moe = false;
+    uint16_t* k_cache = nullptr;
+    uint16_t* v_cache = nullptr;
+  };
+  std::vector<Layer> layers;
+  DevMatrix token_embd, output;
+  const float* output_norm = nullptr;
+  RopeConfig rope;
+
+  float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;
+  float *router_logits = nullptr, *ffn_gate = nullptr, *ffn_up = nullptr, *ffn_h = nullptr, *ffn_down = nullptr;
+  float *logits = nullptr, *rope_cs = nullptr, *attn_work = nullptr;
+  Q8Act act_q8;
+  uint16_t* act_f16 = nullptr;
+  int32_t *d_tokens = nullptr, *d_pos0 = nullptr, *d_argmax = nullptr;
+  MoeGroups groups;
+  int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+  int replays = 0;
+  std::string err;
+
+  ~Impl() {
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (stream) cudaStreamDestroy(stream);
+    if (weight_mem) cudaFree(weight_mem);
+    if (kv_mem) cudaFree(kv_mem);
+    if (scratch_mem) cudaFree(scratch_mem);
+    if (h_pinned) cudaFreeHost(h_pinned);
+  }
+
+  bool fail(const char* what, cudaError_t e) {
+    err = cuda_msg(what, e);
+    return false;
+  }
+
+  DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const {
+    DevMatrix d;
+    if (!m.data) return d;
+    const Upload& u = L.uploads[L.index.at(m.data)];
+    d.data = weight_mem + u.offset;
+    d.type = m.type;
+    d.n_in = m.n_in;
+    d.n_out = m.n_out;
+    d.row_stride = u.stride;
+    d.expert_stride = n_expert > 1 ? u.stride * static_cast<size_t>(m.n_out) : 0;
+    d.n_expert = static_cast<int>(n_expert);
+    return d;
+  }
+  const float* dev_vector(const float* v) const {
+    if (!v) return nullptr;
+    return reinterpret_cast<const float*>(weight_mem + L.uploads[L.index.at(v)].offset);
+  }
+
+  // ---- activation sources: a float buffer and the formats made from it so far ----
+  struct Src {
+    const float* f32;
+    int rows;
+    int n;
+    bool q8 = false, f16 = false;
+  };
+
+  static bool use_gemv(const DevMatrix& m, int n) {
+    return n <= kGemvMaxCols || (m.type != 0 && m.n_in % 32 != 0);
+  }
+  static ActFormat format_for(const DevMatrix& m, int n) {
+    return use_gemv(m, n) ? act_format_gemv(m.type) : act_format_gemm(m.type);
+  }
+
+  bool ensure(Src& s, ActFormat f) {
+    cudaError_t e = cudaSuccess;
+    if (f == ActFormat::Q8_1 && !s.q8) {
+      e = quantize_q8_1(s.f32, s.n, s.rows, s.n, act_q8, stream);
+      s.q8 = true;
+    } else if (f == ActFormat::F16 && !s.f16) {
+      e = convert_f16(s.f32, s.n, s.rows, s.n, act_f16, L.widest, stream);
+      s.f16 = true;
+    }
+    return e == cudaSuccess || fail("activation conversion", e);
+  }
+
+  ActView view(const Src& s, int row0 = 0) const {
+    ActView a;
+    a.f32 = s.f32 + static_cast<int64_t>(row0) * s.n;
+    a.f32_stride = s.n;
+    a.q8 = act_q8;
+    a.q8.qs += static_cast<int64_t>(row0) * act_q8.qs_stride;
+    a.q8.ds += static_cast<int64_t>(row0) * act_q8.ds_stride;
+    a.f16 = act_f16 + static_cast<int64_t>(row0) * L.widest;
+    a.f16_stride = L.widest;
+    return a;
+  }
+
+  // y = src · Wᵀ for src.rows rows.
+  bool matmul(const DevMatrix& w, Src& src, float* y, int64_t y_stride, bool accumulate) {
+    const int n = src.rows;
+    if (!ensure(src, format_for(w, n))) return false;
+    cudaError_t e;
+    if (use_gemv(w, n)) {
+      for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
+        e = gemv(w, view(src, c0), std::min(kGemvMaxCols, n - c0), y + static_cast<int64_t>(c0) * y_stride, y_stride,
+                 accumulate, stream);
+        if (e != cudaSuccess) return fail("gemv", e);
+      }
+      return true;
+    }
+    e = gemm(w, view(src), n, y, y_stride, accumulate, stream);
+    return e == cudaSuccess || fail("gemm", e);
+  }
+
+  // RMSNorm of rows of x into xn, also producing the formats the consumers want.
+  bool norm(float* xin, const float* w, int rows, Src* out, std::initializer_list<const DevMatrix*> consumers,
+            int n_for_format) {
+    bool want_q8 = false, want_f16 = false;
+    for (const DevMatrix* m : consumers) {
+      if (!m || !m->data) continue;
+      const ActFormat f = format_for(*m, n_for_format);
+      want_q8 |= f == ActFormat::Q8_1;
+      want_f16 |= f == ActFormat::F16;
+    }
+    const cudaError_t e = rms_norm(xin, nullptr, w, hp.rms_eps, rows, hp.n_embd, xn, want_q8 ? &act_q8 : nullptr,
+                                   want_f16 ? act_f16 : nullptr, L.widest, stream);
+    if (e != cudaSuccess) return fail("rms_norm", e);
+    *out = Src{xn, rows, hp.n_embd, want_q8, want_f16};
+    return true;
+  }
+
+  bool attention_block(const Layer& ly, int n) {
+    Src xs{};
+    if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
+    if (!matmul(ly.wq, xs, q, L.q_dim, false) || !matmul(ly.wk, xs, k, L.kv_dim, false) ||
+        !matmul(ly.wv, xs, v, L.kv_dim, false))
+      return false;
+    QkvPost p;
+    p.q = q; p.q_stride = L.q_dim;
+    p.k = k; p.k_stride = L.kv_dim;
+    p.v = v; p.v_stride = L.kv_dim;
+    p.q_norm = hp.qk_norm ? ly.q_norm : nullptr;
+    p.k_norm = hp.qk_norm ? ly.k_norm : nullptr;
+    p.eps = hp.rms_eps;
+    p.n_head = hp.n_head;
+    p.n_head_kv = hp.n_head_kv;
+    p.head_dim = hp.head_dim_k;
+    p.k_cache = ly.k_cache;
+    p.v_cache = ly.v_cache;
+    cudaError_t e = qkv_post(p, rope, rope_cs, d_pos0, n, stream);
+    if (e != cudaSuccess) return fail("qkv_post", e);
+
+    AttnArgs a;
+    a.q = q; a.q_stride = L.q_dim;
+    a.k_cache = ly.k_cache;
+    a.v_cache = ly.v_cache;
+    a.n_head = hp.n_head;
+    a.n_head_kv = hp.n_head_kv;
+    a.head_dim = hp.head_dim_k;
+    a.n_ctx = opt.n_ctx;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    a.out = attn; a.out_stride = L.q_dim;
+    Src as{attn, n, L.q_dim};
+    if (n == 1) {
+      const bool q8 = format_for(ly.wo, 1) == ActFormat::Q8_1 && hp.head_dim_k % 32 == 0;
+      e = attention_decode(a, d_pos0, attn_work, q8 ? &act_q8 : nullptr, stream);
+      if (e != cudaSuccess) return fail("attention_decode", e);
+      as.q8 = q8;
+    } else {
+      e = attention_prefill(a, d_pos0, n, stream);
+      if (e != cudaSuccess) return fail("attention_prefill", e);
+    }
+    return matmul(ly.wo, as, x, hp.n_embd, true);  // x += attn · Woᵀ
+  }
+
+  bool moe_block(const Layer& ly, int n) {
+    const int kk = hp.n_expert_used;
+    const int n_slots = n * kk;
+    Src xs{};
+    if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
+    if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
+    cudaError_t e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
+    if (e != cudaSuccess) return fail("moe_route", e);
+    e = moe_group(groups, n, kk, hp.n_expert, stream);
+    if (e != cudaSuccess) return fail("moe_group", e);
+    const int max_active = std::min(hp.n_expert, n_slots);
+    const int n_ff = hp.n_ff_exp;
+    const bool gemv_up = use_gemv(ly.gate_exps, n) || use_gemv(ly.up_exps, n);
+    if (gemv_up) {
+      if (!ensure(xs, act_format_gemv(ly.gate_exps.type)) || !ensure(xs, act_format_gemv(ly.up_exps.type))) return false;
+      if (ly.gate_exps.type == ly.up_exps.type && ly.gate_exps.row_stride == ly.up_exps.row_stride) {
+        e = moe_gemv_glu(ly.gate_exps, ly.up_exps, view(xs), groups, kk, max_active, n, ffn_h, n_ff, stream);
+        if (e != cudaSuccess) return fail("moe_gemv_glu", e);
+      } else {
+        e = moe_gemv(ly.gate_exps, view(xs), groups, kk, max_active, n, ffn_gate, n_ff, stream);
+        if (e == cudaSuccess) e = moe_gemv(ly.up_exps, view(xs), groups, kk, max_active, n, ffn_up, n_ff, stream);
+        if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
+        if (e != cudaSuccess) return fail("moe_gemv", e);
+      }
+    } else {
+      if (!ensure(xs, act_format_gemm(ly.gate_exps.type)) || !ensure(xs, act_format_gemm(ly.up_exps.type))) return false;
+      e = moe_gemm(ly.gate_exps, view(xs), groups, kk, ffn_gate, n_ff, stream);
+      if (e == cudaSuccess) e = moe_gemm(ly.up_exps, view(xs), groups, kk, ffn_up, n_ff, stream);
+      if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
+      if (e != cudaSuccess) return fail("moe_gemm", e);
+    }
+    Src hs{ffn_h, n_slots, n_ff};
+    if (use_gemv(ly.down_exps, n)) {
+      if (!ensure(hs, act_format_gemv(ly.down_exps.type))) return false;
+      e = moe_gemv(ly.down_exps, view(hs), groups, 1, max_active, n, ffn_down, hp.n_embd, stream);
+      if (e != cudaSuccess) return fail("moe_gemv (down)", e);
+    } else {
+      if (!ensure(hs, act_format_gemm(ly.down_exps.type))) return false;
+      e = moe_gemm(ly.down_exps, view(hs), groups, 1, ffn_down, hp.n_embd, stream);
+      if (e != cudaSuccess) return fail("moe_gemm (down)", e);
+    }
+    e = moe_combine(ffn_down, groups.weights, n, kk, hp.n_embd, x, stream);
+    return e == cudaSuccess || fail("moe_combine", e);
+  }
+
+  bool dense_block(const Layer& ly, int n) {
+    Src xs{};
+    if (!norm(x, ly.ffn_norm, n, &xs, {&ly.ffn_gate, &ly.ffn_up}, n)) return false;
+    const int n_ff = hp.n_ff;
+    cudaError_t e;
+    if (use_gemv(ly.ffn_gate, n) && ly.ffn_gate.type == ly.ffn_up.type &&
+        ly.ffn_gate.row_stride == ly.ffn_up.row_stride) {
+      if (!ensure(xs, act_format_gemv(ly.ffn_gate.type))) return false;
+      for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
+        e = gemv_glu(ly.ffn_gate, ly.ffn_up, view(xs, c0), std::min(kGemvMaxCols, n - c0),
+                     ffn_h + static_cast<int64_t>(c0) * n_ff, n_ff, stream);
+        if (e != cudaSuccess) return fail("gemv_glu", e);
+      }
+    } else {
+      if (!matmul(ly.ffn_gate, xs, ffn_gate, n_ff, false) || !matmul(ly.ffn_up, xs, ffn_up, n_ff, false)) return false;
+      e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n) * n_ff, ffn_h, stream);
+      if (e != cudaSuccess) return fail("swiglu", e);
+    }
+    Src hs{ffn_h, n, n_ff};
+    return matmul(ly.ffn_down, hs, x, hp.n_embd, true);  // x += h · Wdownᵀ
+  }
+
+  // Embedding, rope table and every layer for n tokens (inputs already on device).
+  bool enqueue_body(int n) {
+    cudaError_t e = get_rows(token_embd, d_tokens, n, x, hp.n_embd, stream);
+    if (e != cudaSuccess) return fail("get_rows", e);
+    if (rope.n_rot > 0) {
+      e = rope_table(rope, d_pos0, n, rope_cs, stream);
+      if (e != cudaSuccess) return fail("rope_table", e);
+    }
+    for (const Layer& ly : layers) {
+      if (!attention_block(ly, n)) return false;
+      if (ly.moe ? !moe_block(ly, n) : !dense_block(ly, n)) return false;
+    }
+    return true;
+  }
+
+  // Final norm, lm_head and argmax for rows [first, first + rows) (rows <= logits_rows).
+  bool enqueue_head(int first, int rows) {
+    Src ns{};
+    if (!norm(x + static_cast<int64_t>(first) * hp.n_embd, output_norm, rows, &ns, {&output}, rows)) return false;
+    if (!matmul(output, ns, logits, hp.n_vocab, false)) return false;
+    const cudaError_t e = argmax_rows(logits, rows, hp.n_vocab, d_argmax, stream);
+    return e == cudaSuccess || fail("argmax_rows", e);
+  }
+
+  bool capture_decode_graph() {
+    cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return fail("cudaStreamBeginCapture", e);
+    const bool ok = enqueue_body(1) && enqueue_head(0, 1);
+    cudaGraph_t g = nullptr;
+    e = cudaStreamEndCapture(stream, &g);
+    if (!ok) {
+      if (g) cudaGraphDestroy(g);
+      return false;
+    }
+    if (e != cudaSuccess) return fail("cudaStreamEndCapture", e);
+    graph = g;
+    e = cudaGraphInstantiate(&graph_exec, graph, 0);
+    if (e != cudaSuccess) {
+      cudaGraphDestroy(graph);
+      graph = nullptr;
+      graph_exec = nullptr;
+      return fail("cudaGraphInstantiate", e);
+    }
+    return true;
+  }
+};
+
+// ---- device queries ---------------------------------------------------------------------
+
+bool cuda_available(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_msg("no usable CUDA driver/device", e);
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device";
+    return false;
+  }
+  for (int d = 0; d < n; ++d) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess && major >= 8) return true;
+  }
+  if (why) *why = "no CUDA device with compute capability >= 8.0";
+  return false;
+}
+
+bool device_info(int device, DeviceInfo* out, std::string* why) {
+  cudaDeviceProp prop{};
+  cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_msg("cudaGetDeviceProperties", e);
+    return false;
+  }
+  out->name = prop.name;
+  out->cc_major = prop.major;
+  out->cc_minor = prop.minor;
+  out->sm_count = prop.multiProcessorCount;
+  out->total_bytes = prop.totalGlobalMem;
+  return device_memory(device, &out->free_bytes, &out->total_bytes, why);
+}
+
+bool device_memory(int device, size_t* free_bytes, size_t* total_bytes, std::string* why) {
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, total_bytes);
+  cudaSetDevice(prev);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_msg("cudaMemGetInfo", e);
+    return false;
+  }
+  return true;
+}
+
+// ---- CudaDecoder ----------------------------------------------------------------------------
+
+CudaDecoder::CudaDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaDecoder::~CudaDecoder() = default;
+
+bool CudaDecoder::estimate(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& options,
+                           CudaDecoderMemory* out, std::string* error) {
+  Layout L;
+  if (!plan(hp, w, options, &L, error)) return false;
+  out->weights = L.weight_bytes;
+  out->kv_cache = L.kv_bytes;
+  out->scratch = L.scratch_bytes;
+  return true;
+}
+
+std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const ModelWeights& w,
+                                                 const CudaDecoderOptions& options, std::string* error) {
+  std::string why;
+  if (!cuda_available(&why)) {
+    *error = "CUDA decoder: " + why;
+    return nullptr;
+  }
+  if (hp.n_expert > 0 && hp.gating != ExpertGating::SoftmaxTopkRenorm) {
+    *error = "CUDA decoder: unsupported expert gating";
+    return nullptr;
+  }
+  auto im = std::make_unique<Impl>();
+  Impl& I = *im;
+  I.hp = hp;
+  I.opt = options;
+  if (!plan(hp, w, options, &I.L, error)) return nullptr;
+  Layout& L = I.L;
+  auto bail = [&](const char* what, cudaError_t e) {
+    *error = "CUDA decoder: " + cuda_msg(what, e);
+    cudaGetLastError();
+    return nullptr;
+  };
+  cudaError_t e = cudaSetDevice(options.device);
+  if (e != cudaSuccess) return bail("cudaSetDevice", e);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options.device);
+  if (major < 8) {
+    *error = "CUDA decoder: device " + std::to_string(options.device) + " has compute capability < 8.0";
+    return nullptr;
+  }
+  if ((e = kernels_init()) != cudaSuccess) return bail("kernels_init", e);
+  if ((e = cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking)) != cudaSuccess) return bail("cudaStreamCreate", e);
+
+  // Weights: one allocation, each tensor copied as it is (rows padded to 16 bytes).
+  if ((e = cudaMalloc(reinterpret_cast<void**>(&I.weight_mem), L.weight_bytes)) != cudaSuccess) return bail("cudaMalloc (weights)", e);
+  if ((e = cudaMemset(I.weight_mem, 0, L.weight_bytes)) != cudaSuccess) return bail("cudaMemset", e);
+  for (const Upload& u : L.uploads) {
+    e = cudaMemcpy2D(I.weight_mem + u.offset, u.stride, u.src, u.row_bytes, u.row_bytes, static_cast<size_t>(u.rows),
+                     cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) return bail("cudaMemcpy2D (weights)", e);
+  }
+  if ((e = cudaMalloc(reinterpret_cast<void**>(&I.kv_mem), L.kv_bytes)) != cudaSuccess) return bail("cudaMalloc (KV cache)", e);
+  if ((e = cudaMemset(I.kv_mem, 0, L.kv_bytes)) != cudaSuccess) return bail("cudaMemset (KV cache)", e);
+  if ((e = cudaMalloc(reinterpret_cast<void**>(&I.scratch_mem), L.scratch_bytes)) != cudaSuccess) return bail("cudaMalloc (scratch)", e);
+  if ((e = cudaMemset(I.scratch_mem, 0, L.scratch_bytes)) != cudaSuccess) return bail("cudaMemset (scratch)", e);
+  const size_t T = L.T;
+  if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_pinned), (2 * T + 1) * sizeof(int32_t))) != cudaSuccess) return bail("cudaMallocHost", e);
+  I.mem = CudaDecoderMemory{L.weight_bytes, L.kv_bytes, L.scratch_bytes};
+
+  I.token_embd = I.dev_matrix(w.token_embd, 1);
+  I.output = I.dev_matrix(w.output, 1);
+  I.output_norm = I.dev_vector(w.output_norm);
+  const size_t kv_layer = static_cast<size_t>(options.n_ctx) * L.kv_dim;  // elements
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    Impl::Layer ly;
+    ly.attn_norm = I.dev_vector(lw.attn_norm);
+    ly.q_norm = I.dev_vector(lw.q_norm);
+    ly.k_norm = I.dev_vector(lw.k_norm);
+    ly.ffn_norm = I.dev_vector(lw.ffn_norm);
+    ly.wq = I.dev_matrix(lw.wq, 1);
+    ly.wk = I.dev_matrix(lw.wk, 1);
+    ly.wv = I.dev_matrix(lw.wv, 1);
+    ly.wo = I.dev_matrix(lw.wo, 1);
+    ly.moe = lw.is_moe();
+    if (ly.moe) {
+      ly.router = I.dev_matrix(lw.router, 1);
+      ly.gate_exps = I.dev_matrix(lw.gate_exps.first, lw.gate_exps.n_expert);
+      ly.up_exps = I.dev_matrix(lw.up_exps.first, lw.up_exps.n_expert);
+      ly.down_exps = I.dev_matrix(lw.down_exps.first, lw.down_exps.n_expert);
+    } else {
+      ly.ffn_gate = I.dev_matrix(lw.ffn_gate, 1);
+      ly.ffn_up = I.dev_matrix(lw.ffn_up, 1);
+      ly.ffn_down = I.dev_matrix(lw.ffn_down, 1);
+      if (!ly.ffn_gate.data || !ly.ffn_up.data || !ly.ffn_down.data) {
+        *error = "CUDA decoder: layer " + std::to_string(l) + " has no FFN";
+        return nullptr;
+      }
+    }
+    uint16_t* kv = reinterpret_cast<uint16_t*>(I.kv_mem) + static_cast<size_t>(l) * 2 * kv_layer;
+    ly.k_cache = kv;
+    ly.v_cache = kv + kv_layer;
+    I.layers.push_back(ly);
+  }
+  I.rope.n_rot = hp.rope.n_rot;
+  I.rope.neox = hp.rope.style == RopeStyle::Neox;
+  I.rope.freq_base = hp.rope.freq_base;
+  I.rope.freq_scale = hp.rope.freq_scale;
+  I.rope.ext_factor = hp.rope.ext_factor;
+  I.rope.attn_factor = hp.rope.attn_factor;
+  I.rope.beta_fast = hp.rope.beta_fast;
+  I.rope.beta_slow = hp.rope.beta_slow;
+  I.rope.n_ctx_orig = hp.rope.n_ctx_orig;
+
+  Arena a{I.scratch_mem, 0};
+  const size_t K = L.K;
+  const size_t ffn = std::max(T * K * hp.n_ff_exp, T * static_cast<size_t>(hp.n_ff));
+  I.x = a.take<float>(T * hp.n_embd);
+  I.xn = a.take<float>(T * hp.n_embd);
+  I.q = a.take<float>(T * L.q_dim);
+  I.k = a.take<float>(T * L.kv_dim);
+  I.v = a.take<float>(T * L.kv_dim);
+  I.attn = a.take<float>(T * L.q_dim);
+  I.router_logits = a.take<float>(T * std::max(1, hp.n_expert));
+  I.ffn_gate = a.take<float>(ffn);
+  I.ffn_up = a.take<float>(ffn);
+  I.ffn_h = a.take<float>(ffn);
+  I.ffn_down = a.take<float>(T * K * hp.n_embd);
+  I.logits = a.take<float>(static_cast<size_t>(L.logits_rows) * hp.n_vocab);
+  I.rope_cs = a.take<float>(T * std::max(2, hp.rope.n_rot));
+  I.attn_work = a.take<float>(attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, options.n_ctx));
+  I.act_q8.qs = a.take<int8_t>(static_cast<size_t>(L.act_rows) * L.widest);
+  I.act_q8.qs_stride = L.widest;
+  I.act_q8.ds = a.take<uint32_t>(static_cast<size_t>(L.act_rows) * (L.widest / 32));
+  I.act_q8.ds_stride = L.widest / 32;
+  I.act_f16 = a.take<uint16_t>(static_cast<size_t>(L.act_rows) * L.widest);
+  I.d_tokens = a.take<int32_t>(T);
+  I.d_pos0 = a.take<int32_t>(1);
+  I.d_argmax = a.take<int32_t>(T);
+  if (hp.n_expert > 0) {
+    I.groups.ids = a.take<int32_t>(T * K);
+    I.groups.weights = a.take<float>(T * K);
+    I.groups.offsets = a.take<int32_t>(hp.n_expert + 1);
+    I.groups.slots = a.take<int32_t>(T * K);
+    I.groups.active = a.take<int32_t>(hp.n_expert);
+    I.groups.counters = a.take<int32_t>(2);
+    I.groups.tiles = a.take<int32_t>(L.max_tiles);
+    I.groups.max_tiles = L.max_tiles;
+  }
+  if (a.used > L.scratch_bytes) {
+    *error = "CUDA decoder: internal scratch layout overflow";
+    return nullptr;
+  }
+  if ((e = cudaDeviceSynchronize()) != cudaSuccess) return bail("cudaDeviceSynchronize", e);
+  return std::unique_ptr<CudaDecoder>(new CudaDecoder(std::move(im)));
+}
+
+bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_out, bool all_rows,
+                          std::string* error, int32_t* argmax_out) {
+  Impl& I = *impl_;
+  const Layout& L = I.L;
+  if (n < 1 || n > L.T || pos0 < 0 || pos0 + n > I.opt.n_ctx || !tokens) {
+    *error = "CUDA decoder: bad batch (n=" + std::to_string(n) + ", pos0=" + std::to_string(pos0) + ", max " +
+             std::to_string(L.T) + " tokens, context " + std::to_string(I.opt.n_ctx) + ")";
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= I.hp.n_vocab) {
+      *error = "CUDA decoder: token id " + std::to_string(tokens[i]) + " out of range";
+      return false;
+    }
+  }
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
+  int32_t* h_tokens = I.h_pinned;
+  int32_t* h_pos0 = I.h_pinned + L.T;
+  int32_t* h_argmax = I.h_pinned + L.T + 1;
+  std::memcpy(h_tokens, tokens, static_cast<size_t>(n) * sizeof(int32_t));
+  *h_pos0 = pos0;
+  auto failed = [&](const std::string& msg) {
+    *error = "CUDA decoder: " + msg;
+    cudaStreamSynchronize(I.stream);
+    cudaGetLastError();
+    return false;
+  };
+  if ((e = cudaMemcpyAsync(I.d_tokens, h_tokens, static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice, I.stream)) != cudaSuccess ||
+      (e = cudaMemcpyAsync(I.d_pos0, h_pos0, 4, cudaMemcpyHostToDevice, I.stream)) != cudaSuccess)
+    return failed(cuda_msg("cudaMemcpyAsync (inputs)", e));
+
+  const int first = all_rows ? 0 : n - 1;
+  const int rows = n - first;
+  if (n == 1 && I.opt.use_graphs) {
+    if (!I.graph_exec && !I.capture_decode_graph()) return failed(I.err);
+    if ((e = cudaGraphLaunch(I.graph_exec, I.stream)) != cudaSuccess) return failed(cuda_msg("cudaGraphLaunch", e));
+    ++I.replays;
+    if (logits_out && (e = cudaMemcpyAsync(logits_out, I.logits, static_cast<size_t>(I.hp.n_vocab) * 4,
+                                           cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
+      return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
+    if ((e = cudaMemcpyAsync(h_argmax, I.d_argmax, 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
+      return failed(cuda_msg("cudaMemcpyAsync (argmax)", e));
+  } else {
+    if (!I.enqueue_body(n)) return failed(I.err);
+    for (int r0 = 0; r0 < rows; r0 += L.logits_rows) {
+      const int cr = std::min(L.logits_rows, rows - r0);
+      if (!I.enqueue_head(first + r0, cr)) return failed(I.err);
+      if (logits_out &&
+          (e = cudaMemcpyAsync(logits_out + static_cast<int64_t>(r0) * I.hp.n_vocab, I.logits,
+                               static_cast<size_t>(cr) * I.hp.n_vocab * 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
+        return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
+      if ((e = cudaMemcpyAsync(h_argmax + r0, I.d_argmax, static_cast<size_t>(cr) * 4, cudaMemcpyDeviceToHost,
+                               I.stream)) != cudaSuccess)
+        return failed(cuda_msg("cudaMemcpyAsync (argmax)", e));
+      // The next chunk reuses the logits buffer: its copy must finish first.
+      if (r0 + cr < rows && (e = cudaStreamSynchronize(I.stream)) != cudaSuccess)
+        return failed(cuda_msg("cudaStreamSynchronize", e));
+    }
+  }
+  if ((e = cudaStreamSynchronize(I.stream)) != cudaSuccess) return failed(cuda_msg("forward", e));
+  if (argmax_out) std::memcpy(argmax_out, h_argmax, static_cast<size_t>(rows) * sizeof(int32_t));
+  return true;
+}
+
+void CudaDecoder::set_use_graphs(bool on) { impl_->opt.use_graphs = on; }
+bool CudaDecoder::use_graphs() const { return impl_->opt.use_graphs; }
+int CudaDecoder::graph_replays() const { return impl_->replays; }
+int CudaDecoder::n_ctx() const { return impl_->opt.n_ctx; }
+int CudaDecoder::max_tokens() const { return impl_->L.T; }
+const CudaDecoderMemory& CudaDecoder::memory() const { return impl_->mem; }
+cudaStream_t CudaDecoder::stream() const { return impl_->stream; }
+
+}  // namespace guild::cuda

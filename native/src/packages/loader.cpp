@@ -1,0 +1,211 @@
+#include "packages/loader.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/json.h"
+#include "packages/archive.h"
+#include "packages/sha256.h"
+#include "packages/store.h"
+
+namespace guild::packages {
+namespace fs = std::filesystem;
+namespace {
+
+// sha256 of an open file descriptor's bytes (from offset 0).
+std::string sha256_fd(int fd, std::string* error) {
+  Sha256 h;
+  static thread_local uint8_t buf[1 << 16];
+  off_t off = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = std::string("read error: ") + std::strerror(errno);
+      return "";
+    }
+    if (n == 0) break;
+    h.update(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  uint8_t d[32];
+  h.finish(d);
+  return to_hex(d, 32);
+}
+
+}  // namespace
+
+LoadedProvider::~LoadedProvider() {
+  if (!lease_file.empty()) ::unlink(lease_file.c_str());
+  if (handle) ::dlclose(handle);
+}
+
+void record_process_lease(LoadedProvider& p, const std::string& dir, const std::string& holder) {
+  static std::atomic<uint64_t> counter{0};
+  std::error_code ec;
+  const fs::path leases = fs::path(dir) / ".leases";
+  fs::create_directories(leases, ec);
+  if (ec) return;  // best effort: a read-only directory cannot be changed by others either
+  const std::string file =
+      (leases / (std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".json")).string();
+  json::Value v = json::Value::object();
+  v.set("pid", static_cast<long long>(::getpid()));
+  v.set("package", p.manifest.name);
+  v.set("holder", holder);
+  std::string err;
+  if (write_file_atomic(file, json::serialize(v) + "\n", &err)) p.lease_file = file;
+}
+
+std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, const Manifest& manifest, std::string* error) {
+  const int fd = ::open(library_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { *error = library_path + ": cannot open: " + std::strerror(errno); return nullptr; }
+  struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } closer{fd};
+  std::string err;
+  const std::string sha = sha256_fd(fd, &err);
+  if (sha.empty()) { *error = library_path + ": " + err; return nullptr; }
+  if (sha != manifest.sha256) {
+    *error = "checksum mismatch: " + library_path + " has sha256 " + sha + ", the manifest says " + manifest.sha256 + " (not opened)";
+    return nullptr;
+  }
+  // dlopen by path (glibc identifies libraries by name, so /proc/self/fd/N
+  // names, reused across calls, cannot be used), then make sure the file
+  // opened is the file hashed: same device and inode as the hashed fd.
+  struct stat hashed {};
+  if (::fstat(fd, &hashed) != 0) { *error = library_path + ": cannot stat: " + std::strerror(errno); return nullptr; }
+  ::dlerror();
+  void* handle = ::dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = ::dlerror();
+    *error = library_path + ": cannot be opened as a shared library: " + (e ? e : "unknown dlopen error");
+    return nullptr;
+  }
+  struct stat opened {};
+  if (::stat(library_path.c_str(), &opened) != 0 || opened.st_dev != hashed.st_dev || opened.st_ino != hashed.st_ino ||
+      opened.st_size != hashed.st_size || opened.st_mtim.tv_sec != hashed.st_mtim.tv_sec ||
+      opened.st_mtim.tv_nsec != hashed.st_mtim.tv_nsec) {
+    ::dlclose(handle);
+    *error = library_path + ": the file changed while it was being opened; not used";
+    return nullptr;
+  }
+  auto p = std::make_shared<LoadedProvider>();
+  p->handle = handle;
+  p->manifest = manifest;
+  p->library_path = library_path;
+  auto query = reinterpret_cast<guild_kernel_provider_query_fn>(::dlsym(handle, GUILD_KERNEL_PROVIDER_QUERY_SYMBOL));
+  auto cpu_table = reinterpret_cast<guild_kernel_provider_cpu_table_fn>(::dlsym(handle, GUILD_KERNEL_PROVIDER_CPU_TABLE_SYMBOL));
+  if (!query || !cpu_table) {
+    *error = library_path + ": not a Guild kernel provider (missing " +
+             std::string(!query ? GUILD_KERNEL_PROVIDER_QUERY_SYMBOL : GUILD_KERNEL_PROVIDER_CPU_TABLE_SYMBOL) + ")";
+    return nullptr;
+  }
+  const guild_kernel_provider_info* info = query();
+  if (!info || info->struct_size < sizeof(guild_kernel_provider_info)) {
+    *error = library_path + ": provider query returned no or a truncated info struct";
+    return nullptr;
+  }
+  if (info->abi_version != GUILD_KERNEL_PROVIDER_ABI_VERSION) {
+    *error = library_path + ": provider ABI " + std::to_string(info->abi_version) + ", this runtime speaks ABI " +
+             std::to_string(GUILD_KERNEL_PROVIDER_ABI_VERSION);
+    return nullptr;
+  }
+  if (info->abi_version != static_cast<uint32_t>(manifest.abi)) {
+    *error = library_path + ": the library reports ABI " + std::to_string(info->abi_version) + " but the manifest says " +
+             std::to_string(manifest.abi);
+    return nullptr;
+  }
+  const std::string lib_name = info->name ? info->name : "";
+  const std::string lib_version = info->version ? info->version : "";
+  if (lib_name != manifest.name || lib_version != manifest.version) {
+    *error = library_path + ": the library is " + lib_name + " " + lib_version + " but the manifest says " + manifest.name +
+             " " + manifest.version;
+    return nullptr;
+  }
+  if (info->cpu_table_size != 0) {
+    if (info->cpu_table_size != sizeof(CpuKernelTable) || info->tensor_type_limit != kTensorTypeIdLimit) {
+      *error = library_path + ": CPU table layout mismatch (table " + std::to_string(info->cpu_table_size) + " bytes, " +
+               std::to_string(info->tensor_type_limit) + " types; this runtime: " + std::to_string(sizeof(CpuKernelTable)) +
+               " bytes, " + std::to_string(kTensorTypeIdLimit) + " types): rebuild the package";
+      return nullptr;
+    }
+    const auto* table = reinterpret_cast<const CpuKernelTable*>(cpu_table());
+    if (table) {
+      if (!table->name || manifest.name != table->name) {
+        *error = library_path + ": its CPU table is named '" + std::string(table->name ? table->name : "") +
+                 "', not '" + manifest.name + "'";
+        return nullptr;
+      }
+      if (!table->dot_f32 || !table->axpy_f32 || !table->fp16_to_f32_row || !table->f32_to_fp16_row) {
+        *error = library_path + ": its CPU table lacks the float helpers every table must have";
+        return nullptr;
+      }
+      p->cpu = table;
+    }
+  }
+  p->score = info->score;
+  return p;
+}
+
+PackageLoadResult load_enabled_packages(const std::string& dir, const std::string& model_name) {
+  PackageLoadResult r;
+  r.dir = dir;
+  std::error_code ec;
+  r.dir_exists = !dir.empty() && fs::is_directory(dir, ec);
+  if (!r.dir_exists) return r;
+  PackageState state;
+  PackageStore store(dir);
+  const auto entries = store.list(&state);
+  const std::map<std::string, std::string>* pins = nullptr;
+  if (auto it = state.pins.find(model_name); !model_name.empty() && it != state.pins.end()) pins = &it->second;
+  for (const PackageEntry& e : entries) {
+    if (!e.valid) { r.skipped.push_back({e.name, e.error}); continue; }
+    if (!e.enabled) { r.skipped.push_back({e.name, "disabled"}); continue; }
+    if (!e.compatible) { r.skipped.push_back({e.name, "incompatible: " + e.incompatible_reason}); continue; }
+    if (pins) {
+      auto it = pins->find(e.name);
+      if (it != pins->end() && it->second != e.manifest.version) {
+        r.skipped.push_back({e.name, "model " + model_name + " is pinned to " + e.name + " " + it->second + ", installed is " +
+                                         e.manifest.version});
+        continue;
+      }
+    }
+    std::string err;
+    std::shared_ptr<LoadedProvider> p;
+    try {
+      p = open_provider((fs::path(e.path) / e.manifest.library).string(), e.manifest, &err);
+    } catch (const std::exception& ex) {
+      err = ex.what();
+    }
+    if (!p) { r.skipped.push_back({e.name, err}); continue; }
+    if (p->score <= 0) { r.skipped.push_back({e.name, "the provider reports score 0: unsupported on this CPU"}); continue; }
+    r.loaded.push_back(std::move(p));
+  }
+  std::stable_sort(r.loaded.begin(), r.loaded.end(), [](const auto& a, const auto& b) {
+    if (a->score != b->score) return a->score > b->score;
+    return a->manifest.name < b->manifest.name;
+  });
+  return r;
+}
+
+std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, const char* forced, std::string* note) {
+  std::shared_ptr<LoadedProvider> best;
+  for (const auto& p : r.loaded)
+    if (p->cpu) { best = p; break; }
+  if (forced && *forced) {
+    for (const auto& p : r.loaded)
+      if (p->cpu && p->manifest.name == forced) return p;
+    if (note)
+      *note = std::string("GUILD_FORCE_KERNELS=") + forced + " ignored: no loaded package provides it; using " +
+              (best ? best->manifest.name : std::string("the built-in tables"));
+  }
+  return best;
+}
+
+}  // namespace guild::packages

@@ -1,0 +1,187 @@
+#include "packages/manifest.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "core/cpu_features.h"
+#include "packages/provider_abi.h"
+
+namespace guild::packages {
+namespace {
+
+bool is_hex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+bool valid_version(const std::string& v) {
+  if (v.empty() || v.size() > 64) return false;
+  for (char c : v)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+')) return false;
+  return true;
+}
+
+bool valid_library_name(const std::string& s) {
+  if (s.empty() || s.size() > 255 || s == "." || s == "..") return false;
+  for (char c : s)
+    if (c == '/' || c == '\\' || c == '\0') return false;
+  return s[0] != '.';
+}
+
+}  // namespace
+
+bool valid_package_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  auto lower_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_digit(name[0])) return false;
+  for (char c : name)
+    if (!(lower_digit(c) || c == '.' || c == '_' || c == '-')) return false;
+  return true;
+}
+
+std::optional<bool> cpu_has_feature(std::string_view n) {
+  const CpuFeatures& f = cpu_features();
+  struct Row { const char* name; bool value; };
+  const Row rows[] = {
+      {"sse3", f.sse3},         {"ssse3", f.ssse3},         {"sse4.1", f.sse41},        {"sse41", f.sse41},
+      {"sse4.2", f.sse42},      {"sse42", f.sse42},         {"avx", f.avx},             {"avx2", f.avx2},
+      {"fma", f.fma},           {"f16c", f.f16c},           {"bmi2", f.bmi2},           {"avx512f", f.avx512f},
+      {"avx512bw", f.avx512bw}, {"avx512dq", f.avx512dq},   {"avx512vl", f.avx512vl},   {"avx512vnni", f.avx512vnni},
+      {"avx512bf16", f.avx512bf16}, {"avx_vnni", f.avx_vnni}, {"avxvnni", f.avx_vnni}, {"amx_tile", f.amx_tile},
+      {"amx_int8", f.amx_int8}, {"amx_bf16", f.amx_bf16},
+  };
+  for (const Row& r : rows)
+    if (n == r.name) return r.value;
+  return std::nullopt;
+}
+
+json::Value Manifest::to_json() const {
+  json::Value v = json::Value::object();
+  v.set("name", name);
+  v.set("version", version);
+  v.set("abi", abi);
+  v.set("description", description);
+  json::Value ops = json::Value::array();
+  for (const ProvidedOp& p : provides) {
+    json::Value o = json::Value::object();
+    o.set("op", p.op);
+    json::Value types = json::Value::array();
+    for (const auto& t : p.types) types.push_back(t);
+    o.set("types", std::move(types));
+    o.set("device", p.device);
+    ops.push_back(std::move(o));
+  }
+  v.set("provides", std::move(ops));
+  json::Value req = json::Value::object();
+  json::Value feats = json::Value::array();
+  for (const auto& f : cpu_features) feats.push_back(f);
+  req.set("cpu_features", std::move(feats));
+  if (!cuda_compute_capability.empty()) req.set("cuda_compute_capability", cuda_compute_capability);
+  if (!cuda_driver.empty()) req.set("cuda_driver", cuda_driver);
+  v.set("requires", std::move(req));
+  v.set("library", library);
+  v.set("sha256", sha256);
+  return v;
+}
+
+std::optional<Manifest> parse_manifest(std::string_view text, std::string* error) {
+  std::string perr;
+  auto doc = json::parse(text, &perr);
+  auto bad = [&](const std::string& msg) -> std::optional<Manifest> {
+    if (error) *error = msg;
+    return std::nullopt;
+  };
+  if (!doc) return bad("not valid JSON: " + perr);
+  if (!doc->is_object()) return bad("the manifest is not a JSON object");
+  const json::Value& d = *doc;
+  Manifest m;
+  auto req_string = [&](const char* key, std::string* out) -> bool {
+    const json::Value* v = d.find(key);
+    if (!v || !v->is_string()) return false;
+    *out = v->as_string();
+    return true;
+  };
+  if (!req_string("name", &m.name)) return bad("name: missing or not a string");
+  if (!valid_package_name(m.name)) return bad("name: '" + m.name + "' is not a valid package name ([a-z0-9][a-z0-9._-]*, at most 64)");
+  if (!req_string("version", &m.version)) return bad("version: missing or not a string");
+  if (!valid_version(m.version)) return bad("version: '" + m.version + "' is not a valid version");
+  const json::Value* abi = d.find("abi");
+  if (!abi || !abi->is_int() || abi->as_int() <= 0 || abi->as_int() > 1000000) return bad("abi: missing or not a positive integer");
+  m.abi = static_cast<int>(abi->as_int());
+  if (const json::Value* desc = d.find("description")) {
+    if (!desc->is_string()) return bad("description: not a string");
+    m.description = desc->as_string();
+  }
+  const json::Value* provides = d.find("provides");
+  if (!provides || !provides->is_array() || provides->empty()) return bad("provides: missing or not a non-empty array");
+  for (const json::Value& p : provides->as_array()) {
+    ProvidedOp op;
+    if (!p.is_object() || !p["op"].is_string() || p["op"].as_string().empty()) return bad("provides: each entry needs an 'op' string");
+    op.op = p["op"].as_string();
+    if (!p["types"].is_array()) return bad("provides[" + op.op + "].types: missing or not an array");
+    for (const json::Value& t : p["types"].as_array()) {
+      if (!t.is_string()) return bad("provides[" + op.op + "].types: not all strings");
+      op.types.push_back(t.as_string());
+    }
+    op.device = p["device"].is_string() ? p["device"].as_string() : "cpu";
+    if (op.device != "cpu" && op.device != "cuda") return bad("provides[" + op.op + "].device: '" + op.device + "' (expected cpu or cuda)");
+    m.provides.push_back(std::move(op));
+  }
+  if (const json::Value* req = d.find("requires")) {
+    if (!req->is_object()) return bad("requires: not an object");
+    if (const json::Value* cf = req->find("cpu_features")) {
+      if (!cf->is_array()) return bad("requires.cpu_features: not an array");
+      for (const json::Value& f : cf->as_array()) {
+        if (!f.is_string()) return bad("requires.cpu_features: not all strings");
+        m.cpu_features.push_back(f.as_string());
+      }
+    }
+    if (const json::Value* cc = req->find("cuda_compute_capability")) {
+      if (!cc->is_string()) return bad("requires.cuda_compute_capability: not a string");
+      m.cuda_compute_capability = cc->as_string();
+    }
+    if (const json::Value* cd = req->find("cuda_driver")) {
+      if (!cd->is_string()) return bad("requires.cuda_driver: not a string");
+      m.cuda_driver = cd->as_string();
+    }
+  }
+  if (!req_string("library", &m.library)) return bad("library: missing or not a string");
+  if (!valid_library_name(m.library)) return bad("library: '" + m.library + "' must be a plain file name inside the package directory");
+  if (!req_string("sha256", &m.sha256)) return bad("sha256: missing or not a string");
+  if (!is_hex64(m.sha256)) return bad("sha256: expected 64 lower-case hex digits");
+  return m;
+}
+
+std::optional<Manifest> read_manifest_file(const std::string& path, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (error) *error = path + ": cannot open";
+    return std::nullopt;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string err;
+  auto m = parse_manifest(ss.str(), &err);
+  if (!m && error) *error = path + ": " + err;
+  return m;
+}
+
+std::string requirement_problem(const Manifest& m) {
+  if (m.abi != GUILD_KERNEL_PROVIDER_ABI_VERSION)
+    return "built for provider ABI " + std::to_string(m.abi) + ", this runtime speaks ABI " +
+           std::to_string(GUILD_KERNEL_PROVIDER_ABI_VERSION);
+  for (const std::string& f : m.cpu_features) {
+    auto has = cpu_has_feature(f);
+    if (!has) return "requires CPU feature '" + f + "', which this runtime does not know";
+    if (!*has) return "requires CPU feature " + f + ", which this CPU lacks";
+  }
+  bool wants_cuda = !m.cuda_compute_capability.empty() || !m.cuda_driver.empty();
+  for (const ProvidedOp& p : m.provides) wants_cuda = wants_cuda || p.device == "cuda";
+  if (wants_cuda) return "requires CUDA, which kernel packages do not support in this build (CPU packages only)";
+  return "";
+}
+
+}  // namespace guild::packages

@@ -1,0 +1,78 @@
+// PackageStore: the kernel packages installed in one directory, their state
+// (state.json: enabled/disabled, per-model version pins) and the operations
+// on them — list, enable, disable, install (.gkpkg), uninstall, pin. State
+// changes are made under an advisory lock (flock on <dir>/.lock) and written
+// atomically (temporary file + rename), so the CLI and the app can act at once.
+// Disabling or uninstalling a package that a live model or session leases
+// (LeaseRegistry) fails and names the holders. docs/PACKAGES.md.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "packages/manifest.h"
+
+namespace guild::packages {
+
+enum class PackageStatus { Ok, NotFound, InvalidArgument, Busy, Io, Corrupt, Incompatible };
+const char* package_status_name(PackageStatus s);
+
+struct PackageState {
+  std::map<std::string, bool> enabled;                            // absent = enabled
+  std::map<std::string, std::map<std::string, std::string>> pins;  // model -> package -> version
+  json::Value to_json() const;
+  static PackageState from_json(const json::Value& v);
+};
+
+struct PackageEntry {
+  std::string name;          // the directory name
+  std::string path;          // the package directory
+  bool valid = false;        // manifest read and valid, library present
+  std::string error;         // why not valid
+  Manifest manifest;
+  bool enabled = true;
+  bool compatible = false;
+  std::string incompatible_reason;
+  std::vector<std::string> leased_by;  // live LeaseRegistry holders
+};
+
+class PackageStore {
+ public:
+  explicit PackageStore(std::string dir);
+  // $GUILD_PACKAGES_DIR, else $XDG_DATA_HOME/guild/packages, else
+  // ~/.local/share/guild/packages.
+  static std::string default_dir();
+  // dir if non-empty, else default_dir().
+  static std::string resolve_dir(const std::string& dir) { return dir.empty() ? default_dir() : dir; }
+  const std::string& dir() const { return dir_; }
+
+  std::vector<PackageEntry> list(PackageState* state_out = nullptr) const;
+  json::Value list_json() const;
+
+  PackageStatus enable(const std::string& name, std::string* error);
+  PackageStatus disable(const std::string& name, std::string* error);
+  // Installs (or replaces) a package from a .gkpkg archive; *installed_name
+  // receives its name.
+  PackageStatus install(const std::string& archive_file, std::string* error, std::string* installed_name = nullptr);
+  PackageStatus uninstall(const std::string& name, std::string* error);
+  // Pins (version non-empty) or unpins (empty) a model to a package version.
+  PackageStatus pin(const std::string& model, const std::string& name, const std::string& version, std::string* error);
+
+  PackageState read_state() const;
+
+ private:
+  PackageStatus set_enabled(const std::string& name, bool enabled, std::string* error);
+  std::string dir_;
+};
+
+// Holders of a package: this process's LeaseRegistry holders, then those
+// other live processes recorded under <dir>/.leases ("model x.gguf (process
+// 1234)"); stale records (dead processes) are removed.
+std::vector<std::string> package_holders(const std::string& dir, const std::string& name);
+// "cannot disable cpu-avx2: it is in use by model x.gguf, session 3 (model
+// x.gguf); unload them first" or "" when free.
+std::string lease_conflict(const std::string& dir, const std::string& name, const char* action);
+
+}  // namespace guild::packages

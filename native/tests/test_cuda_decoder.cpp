@@ -1,0 +1,270 @@
+// CudaDecoder (everything on the GPU) against the CPU runtime on the fixture
+// models (qwen3moe-a-*, mixtral-a-*), with the fixtures' README rules:
+//  * float masters (F32 weights; fp16 tensor-core prefill, fp16 KV): per
+//    position rms |gpu - cpu| <= 0.05 and identical argmax, up to the first
+//    position whose recorded router top-k margin is < 0.05;
+//  * quantized files: per position rms <= 0.5 and argmax agreement >= 90 %
+//    before that position;
+//  * greedy decoding (prefill, then single-token steps replayed from a CUDA
+//    graph): identical ids until the CPU's top-1/top-2 margin drops below
+//    0.05 (masters) / 0.5 (quantized);
+//  * graph replay and plain launches give bit-identical logits.
+// Skips (exit 77) without fixtures or without a CUDA device.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "core/json.h"
+#include "cuda/cuda_decoder.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+namespace fs = std::filesystem;
+using namespace guild;
+namespace gc = guild::cuda;
+
+namespace {
+
+json::Value load_json(const std::string& path) {
+  std::string err;
+  auto v = json::parse(check::read_file(path), &err);
+  return v ? *v : json::Value();
+}
+
+std::vector<int32_t> ids_of(const json::Value& arr) {
+  std::vector<int32_t> out;
+  for (const auto& x : arr.as_array()) out.push_back(static_cast<int32_t>(x.as_int()));
+  return out;
+}
+
+void need_gpu() {
+  std::string why;
+  if (!gc::cuda_available(&why)) check::skip_all(why);
+}
+
+struct Prompt {
+  std::string name;
+  std::vector<int32_t> ids;
+  size_t tight = 0;  // first position with a router margin < 0.05
+};
+
+// The prompts that have routing files (token ids + per-layer top-k margins).
+std::vector<Prompt> prompts_of(const std::string& dir) {
+  std::vector<Prompt> out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("routing-", 0) == 0 && f.size() > 13 && f.substr(f.size() - 5) == ".json") names.push_back(f);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& f : names) {
+    std::string prompt = f.substr(8, f.size() - 13);
+    const bool exact = prompt.size() > 6 && prompt.substr(prompt.size() - 6) == ".exact";
+    if (exact) prompt = prompt.substr(0, prompt.size() - 6);
+    if (exact && fs::exists(dir + "/routing-" + prompt + ".json")) continue;
+    json::Value r = load_json(dir + "/" + f);
+    Prompt p;
+    p.name = prompt;
+    p.ids = ids_of(r["token_ids"]);
+    p.tight = p.ids.size();
+    for (const auto& layer : r["layers"].as_array()) {
+      const auto& m = layer["topk_boundary_margin"].as_array();
+      for (size_t i = 0; i < m.size() && i < p.tight; ++i)
+        if (m[i].as_double() < 0.05) { p.tight = i; break; }
+    }
+    if (!p.ids.empty()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+const char* kModels[] = {"qwen3moe-a-F32",  "qwen3moe-a-Q8_0", "qwen3moe-a-Q4_0", "qwen3moe-a-Q4_K_M",
+                         "qwen3moe-a-Q6_K", "mixtral-a-F32",   "mixtral-a-Q4_K_M"};
+
+struct Pair {
+  std::unique_ptr<GuildModel> model;
+  std::unique_ptr<gc::CudaDecoder> gpu;
+  bool master = false;
+};
+
+bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* out) {
+  const std::string path = fx + "/models/" + name + ".gguf";
+  if (!fs::exists(path)) return false;
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.kv_type = KvType::F16;
+  std::string err;
+  out->model = GuildModel::load(path, opt, &err);
+  if (!out->model) {
+    std::printf("  %s: CPU load failed: %s\n", name.c_str(), err.c_str());
+    return false;
+  }
+  gc::CudaDecoderOptions go;
+  go.n_ctx = n_ctx;
+  go.max_tokens = 512;
+  out->gpu = gc::CudaDecoder::create(out->model->hparams(), out->model->weights(), go, &err);
+  CHECK_MSG(out->gpu != nullptr, "%s: CudaDecoder::create: %s", name.c_str(), err.c_str());
+  out->master = name.find("-F32") != std::string::npos || name.find("-F16") != std::string::npos ||
+                name.find("-BF16") != std::string::npos;
+  return out->gpu != nullptr;
+}
+
+int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+float margin(const float* v, int n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    if (v[i] > a) { b = a; a = v[i]; }
+    else if (v[i] > b) b = v[i];
+  }
+  return a - b;
+}
+
+}  // namespace
+
+TEST(prompt_logits_match_cpu_runtime) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  int compared = 0;
+  for (const char* name : kModels) {
+    Pair pr;
+    if (!load_pair(fx, name, 512, &pr)) continue;
+    const int n_vocab = pr.model->hparams().n_vocab;
+    for (const Prompt& p : prompts_of(fx + "/expected/" + name)) {
+      const int n = static_cast<int>(p.ids.size());
+      std::string err;
+      auto s = GuildSession::create(*pr.model, n + 8, &err);
+      REQUIRE(s);
+      std::vector<float> cpu(static_cast<size_t>(n) * n_vocab), gpu(cpu.size(), NAN);
+      std::vector<int32_t> gpu_argmax(n, -1);
+      REQUIRE(s->eval(p.ids, true, cpu.data(), &err));
+      CHECK_MSG(pr.gpu->forward(p.ids.data(), n, 0, gpu.data(), true, &err, gpu_argmax.data()), "%s", err.c_str());
+      const double rms_limit = pr.master ? 0.05 : 0.5;
+      size_t bad_rms = 0, same_argmax = 0, argmax_dev = 0, bad_argmax_dev = 0;
+      double worst = 0, sum_rms = 0;
+      for (size_t i = 0; i < p.tight; ++i) {
+        const float* c = cpu.data() + i * n_vocab;
+        const float* g = gpu.data() + i * n_vocab;
+        double sq = 0;
+        for (int j = 0; j < n_vocab; ++j) sq += (static_cast<double>(g[j]) - c[j]) * (static_cast<double>(g[j]) - c[j]);
+        const double rms = std::sqrt(sq / n_vocab);
+        worst = std::max(worst, std::isnan(rms) ? 1e30 : rms);
+        sum_rms += rms;
+        bad_rms += !(rms <= rms_limit);
+        same_argmax += argmax(c, n_vocab) == argmax(g, n_vocab);
+        bad_argmax_dev += gpu_argmax[i] != argmax(g, n_vocab);
+        ++argmax_dev;
+      }
+      std::printf("  %s/%s: %d tokens, checked %zu (router margin), rms mean %.4f max %.4f, argmax %zu/%zu\n", name,
+                  p.name.c_str(), n, p.tight, p.tight ? sum_rms / p.tight : 0.0, worst, same_argmax, p.tight);
+      CHECK_MSG(bad_rms == 0, "%s/%s: %zu positions with rms > %.2g", name, p.name.c_str(), bad_rms, rms_limit);
+      if (pr.master)
+        CHECK_MSG(same_argmax == p.tight, "%s/%s: argmax %zu/%zu", name, p.name.c_str(), same_argmax, p.tight);
+      else
+        CHECK_MSG(same_argmax >= 0.9 * p.tight, "%s/%s: argmax %zu/%zu", name, p.name.c_str(), same_argmax, p.tight);
+      CHECK_MSG(bad_argmax_dev == 0, "%s/%s: device argmax differs from the logits' argmax at %zu rows", name,
+                p.name.c_str(), bad_argmax_dev);
+      ++compared;
+    }
+  }
+  CHECK(compared > 0);
+}
+
+TEST(greedy_decode_matches_cpu_and_graphs_replay_exactly) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  int compared = 0;
+  for (const char* name : kModels) {
+    Pair pr;
+    if (!load_pair(fx, name, 512, &pr)) continue;
+    const int n_vocab = pr.model->hparams().n_vocab;
+    json::Value greedy = load_json(fx + "/expected/" + name + "/greedy.json");
+    const auto& prompts = greedy["prompts"].as_array();
+    for (size_t pi = 0; pi < prompts.size() && pi < 2; ++pi) {
+      const std::vector<int32_t> prompt = ids_of(prompts[pi]["prompt_ids"]);
+      const int steps = 32;
+      const double tol = pr.master ? 0.05 : 0.5;
+      std::string err;
+      // CPU: prefill, then one token at a time; record ids and margins.
+      auto s = GuildSession::create(*pr.model, static_cast<int>(prompt.size()) + steps + 4, &err);
+      REQUIRE(s);
+      std::vector<float> lg(n_vocab);
+      REQUIRE(s->eval(prompt, false, lg.data(), &err));
+      std::vector<int32_t> cpu_ids;
+      std::vector<float> cpu_margin;
+      for (int i = 0; i < steps; ++i) {
+        const int32_t t = argmax(lg.data(), n_vocab);
+        cpu_ids.push_back(t);
+        cpu_margin.push_back(margin(lg.data(), n_vocab));
+        REQUIRE(s->eval(std::span<const int32_t>(&t, 1), false, lg.data(), &err));
+      }
+      size_t must = cpu_ids.size();
+      for (size_t i = 0; i < cpu_margin.size(); ++i)
+        if (cpu_margin[i] < tol) { must = i; break; }
+
+      // GPU with graphs: prefill, then steps fed with its own choices.
+      pr.gpu->set_use_graphs(true);
+      const int replays0 = pr.gpu->graph_replays();
+      std::vector<float> gl(n_vocab);
+      int32_t am = -1;
+      REQUIRE(pr.gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, gl.data(), false, &err, &am));
+      CHECK(am == argmax(gl.data(), n_vocab));
+      std::vector<int32_t> gpu_ids;
+      std::vector<std::vector<float>> graph_logits;
+      int pos = static_cast<int>(prompt.size());
+      for (int i = 0; i < steps; ++i) {
+        const int32_t t = argmax(gl.data(), n_vocab);
+        gpu_ids.push_back(t);
+        REQUIRE(pr.gpu->forward(&t, 1, pos++, gl.data(), false, &err, &am));
+        CHECK(am == argmax(gl.data(), n_vocab));
+        graph_logits.push_back(gl);
+      }
+      CHECK_MSG(pr.gpu->graph_replays() - replays0 == steps, "%s: %d graph replays for %d steps", name,
+                pr.gpu->graph_replays() - replays0, steps);
+      size_t same = 0;
+      while (same < gpu_ids.size() && gpu_ids[same] == cpu_ids[same]) ++same;
+      std::printf("  %s/%zu: greedy %zu/%d equal to the CPU runtime (must: %zu)\n", name, pi, same, steps, must);
+      CHECK_MSG(same >= must, "%s prompt %zu: diverged at %zu, margin allows %zu", name, pi, same, must);
+
+      // The same steps without graphs: bit-identical logits.
+      pr.gpu->set_use_graphs(false);
+      REQUIRE(pr.gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, gl.data(), false, &err));
+      pos = static_cast<int>(prompt.size());
+      int differ = 0;
+      for (int i = 0; i < steps; ++i) {
+        REQUIRE(pr.gpu->forward(&gpu_ids[i], 1, pos++, gl.data(), false, &err));
+        differ += std::memcmp(gl.data(), graph_logits[i].data(), n_vocab * sizeof(float)) != 0;
+      }
+      CHECK_MSG(differ == 0, "%s: %d of %d steps differ between graph replay and plain launches", name, differ, steps);
+      pr.gpu->set_use_graphs(true);
+      ++compared;
+    }
+  }
+  CHECK(compared > 0);
+}
+
+// Bad arguments are refused with a message; the decoder stays usable.
+TEST(bad_arguments_are_errors) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  Pair pr;
+  if (!load_pair(fx, "qwen3moe-a-Q8_0", 64, &pr)) SKIP_TEST("qwen3moe-a-Q8_0 fixture not found");
+  std::string err;
+  const int32_t bad = pr.model->hparams().n_vocab;
+  CHECK(!pr.gpu->forward(&bad, 1, 0, nullptr, false, &err));
+  CHECK(!err.empty());
+  const int32_t ok = 1;
+  CHECK(!pr.gpu->forward(&ok, 1, 64, nullptr, false, &err));
+  std::vector<float> lg(pr.model->hparams().n_vocab);
+  CHECK_MSG(pr.gpu->forward(&ok, 1, 0, lg.data(), false, &err), "%s", err.c_str());
+  gc::CudaDecoderMemory est;
+  gc::CudaDecoderOptions go;
+  go.n_ctx = 64;
+  go.max_tokens = 512;
+  CHECK(gc::CudaDecoder::estimate(pr.model->hparams(), pr.model->weights(), go, &est, &err));
+  CHECK(est.total() == pr.gpu->memory().total());
+  std::printf("  device bytes: weights %zu, kv %zu, scratch %zu\n", est.weights, est.kv_cache, est.scratch);
+}

@@ -1,0 +1,738 @@
+// Every CUDA kernel against the CPU reference (the cpu-generic kernel table's
+// dequantizers / quantizers and the ops in native/src/ops), on fresh random
+// inputs, every supported weight type, odd shapes (rows not a multiple of the
+// tiles, 1 / 3 / 8 / 17 / 512 tokens). Outputs are poisoned (NaN-filled) before
+// each run, so an unwritten element fails the check. Skips (exit 77) without
+// a CUDA device.
+//
+// Measure: relative error |out - ref|_2 / |ref|_2 against a double-precision
+// reference built from the dequantized weights. Tolerances (docs/CUDA.md):
+//  * matrix-vector, quantized weights (Q8_1 activations):    2e-2
+//    (int8 activation rounding, ~0.5% rms for Gaussian data; the CPU path's
+//    own Q8_0/Q8_K rounding is of the same size and is printed alongside)
+//  * matrix-vector, F32/F16/BF16 weights (float activations): 1e-5
+//  * tensor-core matrix-matrix (fp16 operands, fp32 accumulate): 3e-3
+//  * F32 matrix-matrix (fp32 SIMT): 1e-5
+//  * attention decode (fp32 math over the fp16 cache): 1e-4; prefill (fp16 Q, P): 5e-3
+//  * RMSNorm, RoPE, SwiGLU, combine: 1e-5; q/k post-processing into fp16: 2e-3
+//  * embedding rows: bit-exact; routing ids, grouping, argmax: exact.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "check.h"
+#include "core/fp16.h"
+#include "core/kernel_table.h"
+#include "core/quant_blocks.h"
+#include "core/tensor_type.h"
+#include "core/thread_pool.h"
+#include "cuda/cuda_decoder.h"
+#include "cuda/cuda_kernels.h"
+#include "ops/attention.h"
+#include "ops/moe.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+#include "runtime/kv_cache.h"
+
+using namespace guild;
+namespace gc = guild::cuda;
+
+namespace {
+
+using Rng = std::mt19937_64;
+Rng& rng() {
+  static Rng r(0x6a09e667f3bcc908ull ^ static_cast<uint64_t>(std::random_device{}()));
+  return r;
+}
+float normal(float s = 1.0f) { return std::normal_distribution<float>(0.0f, s)(rng()); }
+float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
+
+void need_gpu() {
+  static bool ok = [] {
+    std::string why;
+    if (!gc::cuda_available(&why)) check::skip_all(why);
+    cudaSetDevice(0);
+    return gc::kernels_init() == cudaSuccess;
+  }();
+  if (!ok) check::skip_all("kernels_init failed");
+}
+
+#define CUDA_OK(expr)                                                                           \
+  do {                                                                                          \
+    const cudaError_t e_ = (expr);                                                              \
+    CHECK_MSG(e_ == cudaSuccess, "%s -> %s", #expr, cudaGetErrorString(e_));                    \
+  } while (0)
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    if (cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(1, n) * sizeof(T)) != cudaSuccess) p = nullptr;
+    poison();
+  }
+  Dev(const std::vector<T>& v) : Dev(v.size()) { up(v); }
+  ~Dev() { if (p) cudaFree(p); }
+  Dev(const Dev&) = delete;
+  void up(const std::vector<T>& v) { cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice); }
+  std::vector<T> down() const {
+    std::vector<T> v(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+  void poison() { if (p) cudaMemset(p, 0xFF, std::max<size_t>(1, n) * sizeof(T)); }  // floats: NaN
+};
+
+double rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  if (std::isnan(num)) return NAN;
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// For few outputs a random dot can cancel to near zero; the error is then
+// measured against the typical size of the outputs, sqrt(sum |W_r|^2 |x_c|^2 / n_in).
+double rel_err_floor(const std::vector<float>& got, const std::vector<double>& ref, double floor) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  if (std::isnan(num)) return NAN;
+  return std::sqrt(num) / std::max({std::sqrt(den), floor, 1e-30});
+}
+
+std::vector<float> randn(size_t n, float s = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(s);
+  return v;
+}
+
+// ---- random weights ------------------------------------------------------------------------
+
+uint16_t rand_h(float lo, float hi, bool sign) {
+  float v = uniform(lo, hi);
+  if (sign && (rng()() & 1)) v = -v;
+  return f32_to_fp16(v);
+}
+
+struct TypeCase { TensorType type; const char* name; };
+const TypeCase kTypes[] = {
+    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
+    {TensorType::Q4_0, "q4_0"}, {TensorType::Q5_0, "q5_0"}, {TensorType::Q8_0, "q8_0"},
+    {TensorType::Q4_K, "q4_K"}, {TensorType::Q5_K, "q5_K"}, {TensorType::Q6_K, "q6_K"},
+};
+
+bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+
+// rows x n_in weights of type t: host rows of row_bytes, their float values.
+struct HostMatrix {
+  TensorType type;
+  int64_t n_in = 0, rows = 0;
+  size_t row_bytes = 0, stride = 0;
+  std::vector<uint8_t> bytes;   // contiguous rows
+  std::vector<float> deq;       // rows x n_in
+};
+
+HostMatrix random_matrix(TensorType t, int64_t n_in, int64_t rows) {
+  HostMatrix m;
+  m.type = t;
+  m.n_in = n_in;
+  m.rows = rows;
+  uint64_t rb = 0;
+  tensor_row_bytes(static_cast<uint32_t>(t), n_in, &rb);
+  m.row_bytes = rb;
+  m.stride = (rb + 15) / 16 * 16;
+  m.bytes.resize(rb * rows);
+  const TensorTypeInfo& ti = tensor_type_info(t);
+  uint8_t* p = m.bytes.data();
+  const int64_t n_blocks = rows * (n_in / ti.block_elems);
+  for (int64_t b = 0; b < n_blocks; ++b, p += ti.block_bytes) {
+    for (uint32_t i = 0; i < ti.block_bytes; ++i) p[i] = static_cast<uint8_t>(rng()());
+    switch (t) {
+      case TensorType::F32: { float v = normal(); std::memcpy(p, &v, 4); break; }
+      case TensorType::F16: { uint16_t h = f32_to_fp16(normal()); std::memcpy(p, &h, 2); break; }
+      case TensorType::BF16: { uint16_t h = f32_to_bf16(normal()); std::memcpy(p, &h, 2); break; }
+      case TensorType::Q4_0: reinterpret_cast<BlockQ4_0*>(p)->d = rand_h(1e-3f, 2e-2f, true); break;
+      case TensorType::Q5_0: reinterpret_cast<BlockQ5_0*>(p)->d = rand_h(1e-3f, 2e-2f, true); break;
+      case TensorType::Q8_0: reinterpret_cast<BlockQ8_0*>(p)->d = rand_h(1e-4f, 2e-3f, true); break;
+      case TensorType::Q4_K:
+        reinterpret_cast<BlockQ4_K*>(p)->d = rand_h(1e-4f, 1e-3f, false);
+        reinterpret_cast<BlockQ4_K*>(p)->dmin = rand_h(1e-4f, 1e-3f, false);
+        break;
+      case TensorType::Q5_K:
+        reinterpret_cast<BlockQ5_K*>(p)->d = rand_h(1e-4f, 1e-3f, false);
+        reinterpret_cast<BlockQ5_K*>(p)->dmin = rand_h(1e-4f, 1e-3f, false);
+        break;
+      case TensorType::Q6_K: reinterpret_cast<BlockQ6_K*>(p)->d = rand_h(1e-5f, 1e-4f, true); break;
+      default: break;
+    }
+  }
+  const CpuKernelTable& g = cpu_kernels_generic();
+  m.deq.resize(static_cast<size_t>(rows) * n_in);
+  for (int64_t r = 0; r < rows; ++r)
+    g.types[static_cast<uint32_t>(t)].dequant_row(m.bytes.data() + r * rb, m.deq.data() + r * n_in, n_in);
+  return m;
+}
+
+// Device copy with padded rows.
+struct DevMatrixBuf {
+  Dev<uint8_t> buf;
+  gc::DevMatrix m;
+  DevMatrixBuf(const HostMatrix& h, int n_expert = 1) : buf(h.stride * h.rows) {
+    cudaMemcpy2D(buf.p, h.stride, h.bytes.data(), h.row_bytes, h.row_bytes, h.rows, cudaMemcpyHostToDevice);
+    m.data = buf.p;
+    m.type = static_cast<uint32_t>(h.type);
+    m.n_in = h.n_in;
+    m.n_out = h.rows / n_expert;
+    m.row_stride = h.stride;
+    m.expert_stride = n_expert > 1 ? h.stride * m.n_out : 0;
+    m.n_expert = n_expert;
+  }
+};
+
+// Activations on device in every format.
+struct DevAct {
+  int rows, n;
+  Dev<float> f32;
+  Dev<int8_t> qs;
+  Dev<uint32_t> ds;
+  Dev<uint16_t> f16;
+  gc::ActView view;
+  DevAct(const std::vector<float>& x, int rows_, int n_)
+      : rows(rows_), n(n_), f32(x), qs(static_cast<size_t>(rows_) * ((n_ + 31) / 32 * 32)),
+        ds(static_cast<size_t>(rows_) * ((n_ + 31) / 32)), f16(static_cast<size_t>(rows_) * n_) {
+    view.f32 = f32.p;
+    view.f32_stride = n;
+    view.q8.qs = qs.p;
+    view.q8.ds = ds.p;
+    view.q8.qs_stride = (n + 31) / 32 * 32;
+    view.q8.ds_stride = (n + 31) / 32;
+    view.f16 = f16.p;
+    view.f16_stride = n;
+    if (n % 32 == 0) CUDA_OK(gc::quantize_q8_1(f32.p, n, rows, n, view.q8, nullptr));
+    CUDA_OK(gc::convert_f16(f32.p, n, rows, n, f16.p, n, nullptr));
+  }
+};
+
+// y[c][r] = y0[c][r] + sum_k W[r][k] x[act_row(c)][k], in double.
+std::vector<double> ref_matmul(const HostMatrix& w, int64_t row0, int64_t n_out, const std::vector<float>& x, int n_in,
+                               const std::vector<int>& act_rows, const std::vector<float>* y0) {
+  std::vector<double> y(act_rows.size() * n_out);
+  for (size_t c = 0; c < act_rows.size(); ++c) {
+    const float* a = x.data() + static_cast<int64_t>(act_rows[c]) * n_in;
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float* wr = w.deq.data() + (row0 + r) * w.n_in;
+      double s = 0.0;
+      for (int k = 0; k < n_in; ++k) s += static_cast<double>(wr[k]) * a[k];
+      y[c * n_out + r] = s + (y0 ? (*y0)[c * n_out + r] : 0.0);
+    }
+  }
+  return y;
+}
+
+// The CPU kernel table's own result (activations in the type's vec_dot_type), for comparison.
+double cpu_path_err(const HostMatrix& w, const std::vector<float>& x, int cols, const std::vector<double>& ref) {
+  const CpuKernelTable& g = cpu_kernels_generic();
+  const TypeKernels& k = g.types[static_cast<uint32_t>(w.type)];
+  uint64_t ab = 0;
+  tensor_row_bytes(static_cast<uint32_t>(k.vec_dot_type), w.n_in, &ab);
+  std::vector<uint8_t> act(ab);
+  std::vector<float> y(static_cast<size_t>(cols) * w.rows);
+  for (int c = 0; c < cols; ++c) {
+    if (k.vec_dot_type == TensorType::F32) std::memcpy(act.data(), x.data() + c * w.n_in, w.n_in * 4);
+    else g.quantize_act[static_cast<uint32_t>(k.vec_dot_type)](x.data() + c * w.n_in, act.data(), w.n_in);
+    for (int64_t r = 0; r < w.rows; ++r) y[c * w.rows + r] = k.vec_dot(w.n_in, w.bytes.data() + r * w.row_bytes, act.data());
+  }
+  return rel_err(y, ref);
+}
+
+struct Shape { int64_t n_in, n_out; };
+std::vector<Shape> shapes_for(TensorType t) {
+  if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K) return {{256, 1}, {512, 37}, {2304, 300}};
+  if (t == TensorType::F32) return {{40, 5}, {100, 37}, {800, 300}};
+  if (t == TensorType::F16 || t == TensorType::BF16) return {{36, 5}, {96, 37}, {800, 300}};  // 36: tail path
+  return {{32, 1}, {96, 37}, {800, 300}};
+}
+
+}  // namespace
+
+TEST(device_present) {
+  need_gpu();
+  gc::DeviceInfo info;
+  std::string why;
+  CHECK_MSG(gc::device_info(0, &info, &why), "%s", why.c_str());
+  std::printf("  device 0: %s, cc %d.%d, %d SMs, %.1f GiB\n", info.name.c_str(), info.cc_major, info.cc_minor,
+              info.sm_count, info.total_bytes / 1073741824.0);
+}
+
+TEST(quantize_q8_1_matches_cpu) {
+  need_gpu();
+  const int rows = 3, n = 96;
+  std::vector<float> x = randn(rows * n, 2.0f);
+  x[5] = 0.0f;
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero run
+  DevAct a(x, rows, n);
+  const std::vector<int8_t> qs = a.qs.down();
+  const std::vector<uint32_t> ds = a.ds.down();
+  const CpuKernelTable& g = cpu_kernels_generic();
+  std::vector<BlockQ8_1> ref(rows * n / 32);
+  for (int r = 0; r < rows; ++r) g.quantize_act[static_cast<uint32_t>(TensorType::Q8_1)](x.data() + r * n, ref.data() + r * n / 32, n);
+  int bad_q = 0, bad_d = 0, bad_s = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < n / 32; ++b) {
+      const BlockQ8_1& rb = ref[r * n / 32 + b];
+      const uint32_t dsv = ds[r * a.view.q8.ds_stride + b];
+      bad_d += (dsv & 0xFFFF) != rb.d;
+      bad_s += std::fabs(fp16_to_f32(static_cast<uint16_t>(dsv >> 16)) - fp16_to_f32(rb.s)) >
+               1e-3f * std::fabs(fp16_to_f32(rb.s)) + 1e-7f;
+      for (int i = 0; i < 32; ++i) bad_q += qs[r * a.view.q8.qs_stride + 32 * b + i] != rb.qs[i];
+    }
+  CHECK_MSG(bad_q == 0 && bad_d == 0 && bad_s == 0, "q8_1: %d quants, %d scales, %d sums differ", bad_q, bad_d, bad_s);
+}
+
+TEST(gemv_all_types) {
+  need_gpu();
+  for (const TypeCase& tc : kTypes) {
+    for (const Shape& s : shapes_for(tc.type)) {
+      HostMatrix w = random_matrix(tc.type, s.n_in, s.n_out);
+      DevMatrixBuf dw(w);
+      for (int cols : {1, 3, 8}) {
+        const bool acc = cols == 3;
+        std::vector<float> x = randn(static_cast<size_t>(cols) * s.n_in);
+        std::vector<float> y0 = randn(static_cast<size_t>(cols) * s.n_out);
+        DevAct a(x, cols, static_cast<int>(s.n_in));
+        Dev<float> y(static_cast<size_t>(cols) * s.n_out);
+        if (acc) y.up(y0);
+        std::vector<int> rows(cols);
+        for (int c = 0; c < cols; ++c) rows[c] = c;
+        CUDA_OK(gc::gemv(dw.m, a.view, cols, y.p, s.n_out, acc, nullptr));
+        const std::vector<double> ref = ref_matmul(w, 0, s.n_out, x, static_cast<int>(s.n_in), rows, acc ? &y0 : nullptr);
+        double scale2 = 0.0;
+        for (int c = 0; c < cols; ++c) {
+          double xx = 0.0;
+          for (int64_t k = 0; k < s.n_in; ++k) xx += static_cast<double>(x[c * s.n_in + k]) * x[c * s.n_in + k];
+          for (int64_t r = 0; r < s.n_out; ++r) {
+            double ww = 0.0;
+            for (int64_t k = 0; k < s.n_in; ++k) ww += static_cast<double>(w.deq[r * s.n_in + k]) * w.deq[r * s.n_in + k];
+            scale2 += ww * xx / static_cast<double>(s.n_in);
+          }
+        }
+        const double err = rel_err_floor(y.down(), ref, std::sqrt(scale2));
+        const double tol = is_float(tc.type) ? 1e-5 : 2e-2;
+        const double cpu = acc ? 0.0 : cpu_path_err(w, x, cols, ref);
+        CHECK_MSG(err <= tol, "gemv %s %lldx%lld cols %d: rel err %.3g > %.g (cpu path %.3g)", tc.name,
+                  (long long)s.n_out, (long long)s.n_in, cols, err, tol, cpu);
+        if (s.n_out == 300 && cols == 1) std::printf("  gemv %-5s %4lldx%-4lld rel err %.2e (cpu table path %.2e)\n", tc.name,
+                                                     (long long)s.n_out, (long long)s.n_in, err, cpu);
+      }
+    }
+  }
+}
+
+TEST(gemv_glu_all_types) {
+  need_gpu();
+  for (const TypeCase& tc : kTypes) {
+    const Shape s = shapes_for(tc.type)[1];
+    HostMatrix g = random_matrix(tc.type, s.n_in, s.n_out), u = random_matrix(tc.type, s.n_in, s.n_out);
+    DevMatrixBuf dg(g), du(u);
+    for (int cols : {1, 5}) {
+      std::vector<float> x = randn(static_cast<size_t>(cols) * s.n_in);
+      DevAct a(x, cols, static_cast<int>(s.n_in));
+      Dev<float> y(static_cast<size_t>(cols) * s.n_out);
+      CUDA_OK(gc::gemv_glu(dg.m, du.m, a.view, cols, y.p, s.n_out, nullptr));
+      std::vector<int> rows(cols);
+      for (int c = 0; c < cols; ++c) rows[c] = c;
+      const std::vector<double> rg = ref_matmul(g, 0, s.n_out, x, static_cast<int>(s.n_in), rows, nullptr);
+      const std::vector<double> ru = ref_matmul(u, 0, s.n_out, x, static_cast<int>(s.n_in), rows, nullptr);
+      std::vector<double> ref(rg.size());
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = rg[i] / (1.0 + std::exp(-rg[i])) * ru[i];
+      const double err = rel_err(y.down(), ref);
+      const double tol = is_float(tc.type) ? 1e-5 : 4e-2;
+      CHECK_MSG(err <= tol, "gemv_glu %s cols %d: rel err %.3g > %.g", tc.name, cols, err, tol);
+    }
+  }
+}
+
+TEST(gemm_all_types) {
+  need_gpu();
+  for (const TypeCase& tc : kTypes) {
+    for (const Shape& s0 : shapes_for(tc.type)) {
+      if (s0.n_out == 1 || (tc.type != TensorType::F32 && s0.n_in % 32 != 0)) continue;
+      Shape s = s0;
+      HostMatrix w = random_matrix(tc.type, s.n_in, s.n_out);
+      DevMatrixBuf dw(w);
+      for (int n : {1, 3, 17, 512}) {
+        if (n == 512 && s.n_out < 300) continue;
+        const bool acc = n == 17;
+        std::vector<float> x = randn(static_cast<size_t>(n) * s.n_in);
+        std::vector<float> y0 = randn(static_cast<size_t>(n) * s.n_out);
+        DevAct a(x, n, static_cast<int>(s.n_in));
+        Dev<float> y(static_cast<size_t>(n) * s.n_out);
+        if (acc) y.up(y0);
+        CUDA_OK(gc::gemm(dw.m, a.view, n, y.p, s.n_out, acc, nullptr));
+        std::vector<int> rows(n);
+        for (int c = 0; c < n; ++c) rows[c] = c;
+        const std::vector<double> ref = ref_matmul(w, 0, s.n_out, x, static_cast<int>(s.n_in), rows, acc ? &y0 : nullptr);
+        const double err = rel_err(y.down(), ref);
+        const double tol = tc.type == TensorType::F32 ? 1e-5 : 3e-3;
+        CHECK_MSG(err <= tol, "gemm %s %lldx%lld n %d: rel err %.3g > %.g", tc.name, (long long)s.n_out,
+                  (long long)s.n_in, n, err, tol);
+        if (n == 512) std::printf("  gemm %-5s %4lldx%-4lld x 512 rel err %.2e\n", tc.name, (long long)s.n_out,
+                                  (long long)s.n_in, err);
+      }
+    }
+  }
+}
+
+// Routing, grouping, grouped expert products and the weighted sum, against
+// ops/moe.cpp and a double reference.
+TEST(moe_route_group_experts_combine) {
+  need_gpu();
+  const int n_expert = 8, n_in = 512, n_ff = 256;
+  for (int k : {2, 3}) {
+    for (int n : {1, 3, 8, 17, 100}) {
+      std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
+      Dev<float> dlog(logits);
+      const int n_slots = n * k;
+      Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
+      const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
+      Dev<int32_t> tiles(max_tiles);
+      Dev<float> wts(n_slots);
+      gc::MoeGroups g;
+      g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
+      g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
+      CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
+      CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+      ExpertRouting r;
+      r.reserve(n, k, n_expert);
+      route_softmax_topk(logits.data(), n, n_expert, k, &r);
+      const std::vector<int32_t> gids = ids.down(), goff = offsets.down(), gslots = slots.down(), gact = active.down(),
+                                 gcnt = counters.down(), gtiles = tiles.down();
+      const std::vector<float> gw = wts.down();
+      bool ids_ok = true, w_ok = true, group_ok = true;
+      for (int s = 0; s < n_slots; ++s) {
+        ids_ok &= gids[s] == r.ids[s];
+        w_ok &= std::fabs(gw[s] - r.weights[s]) <= 1e-6f;
+      }
+      for (int e = 0; e <= n_expert; ++e) group_ok &= goff[e] == r.offset[e];
+      for (int s = 0; s < n_slots; ++s) group_ok &= gslots[s] == r.slots_by_expert[s];
+      int n_active = 0, n_tiles = 0;
+      for (int e = 0; e < n_expert; ++e) {
+        const int c = r.offset[e + 1] - r.offset[e];
+        if (c > 0) group_ok &= gact[n_active++] == e;
+        n_tiles += (c + gc::kMoeTileTokens - 1) / gc::kMoeTileTokens;
+      }
+      group_ok &= gcnt[0] == n_active && gcnt[1] == n_tiles;
+      for (int t = 0; t < n_tiles && t < max_tiles; ++t) group_ok &= (gtiles[t] >> 16) < n_expert;
+      CHECK_MSG(ids_ok, "moe_route ids differ (k %d, n %d)", k, n);
+      CHECK_MSG(w_ok, "moe_route weights differ (k %d, n %d)", k, n);
+      CHECK_MSG(group_ok, "moe_group differs (k %d, n %d)", k, n);
+
+      // Expert products: gate/up (input row = token), down (input row = slot).
+      for (TensorType t : {TensorType::Q4_K, TensorType::Q8_0, TensorType::F16, TensorType::F32, TensorType::Q6_K}) {
+        HostMatrix wg = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
+        HostMatrix wu = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
+        DevMatrixBuf dg(wg, n_expert), du(wu, n_expert);
+        std::vector<float> x = randn(static_cast<size_t>(n) * n_in);
+        DevAct a(x, n, n_in);
+        std::vector<double> ref_g(static_cast<size_t>(n_slots) * n_ff), ref_u(ref_g.size());
+        for (int s = 0; s < n_slots; ++s) {
+          const int e = r.ids[s];
+          const std::vector<double> yg = ref_matmul(wg, static_cast<int64_t>(e) * n_ff, n_ff, x, n_in, {s / k}, nullptr);
+          const std::vector<double> yu = ref_matmul(wu, static_cast<int64_t>(e) * n_ff, n_ff, x, n_in, {s / k}, nullptr);
+          std::copy(yg.begin(), yg.end(), ref_g.begin() + static_cast<int64_t>(s) * n_ff);
+          std::copy(yu.begin(), yu.end(), ref_u.begin() + static_cast<int64_t>(s) * n_ff);
+        }
+        const double tol_v = is_float(t) ? 1e-5 : 2e-2;
+        const double tol_m = t == TensorType::F32 ? 1e-5 : 3e-3;
+        Dev<float> y(static_cast<size_t>(n_slots) * n_ff);
+        const int max_active = std::min(n_expert, n_slots);
+        CUDA_OK(gc::moe_gemv(dg.m, a.view, g, k, max_active, n, y.p, n_ff, nullptr));
+        double err = rel_err(y.down(), ref_g);
+        CHECK_MSG(err <= tol_v, "moe_gemv %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, err);
+        y.poison();
+        CUDA_OK(gc::moe_gemm(dg.m, a.view, g, k, y.p, n_ff, nullptr));
+        err = rel_err(y.down(), ref_g);
+        CHECK_MSG(err <= tol_m, "moe_gemm %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, err);
+        y.poison();
+        CUDA_OK(gc::moe_gemv_glu(dg.m, du.m, a.view, g, k, max_active, n, y.p, n_ff, nullptr));
+        std::vector<double> ref_h(ref_g.size());
+        for (size_t i = 0; i < ref_h.size(); ++i) ref_h[i] = ref_g[i] / (1.0 + std::exp(-ref_g[i])) * ref_u[i];
+        err = rel_err(y.down(), ref_h);
+        CHECK_MSG(err <= 2 * tol_v, "moe_gemv_glu %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, err);
+
+        // Down projection: per-slot inputs of n_ff (a multiple of 32).
+        HostMatrix wd = random_matrix(t, n_ff, static_cast<int64_t>(n_in) * n_expert);
+        DevMatrixBuf dd(wd, n_expert);
+        std::vector<float> h = randn(static_cast<size_t>(n_slots) * n_ff);
+        DevAct ah(h, n_slots, n_ff);
+        std::vector<double> ref_d(static_cast<size_t>(n_slots) * n_in);
+        for (int s = 0; s < n_slots; ++s) {
+          const std::vector<double> yd = ref_matmul(wd, static_cast<int64_t>(r.ids[s]) * n_in, n_in, h, n_ff, {s}, nullptr);
+          std::copy(yd.begin(), yd.end(), ref_d.begin() + static_cast<int64_t>(s) * n_in);
+        }
+        Dev<float> yd(static_cast<size_t>(n_slots) * n_in);
+        CUDA_OK(gc::moe_gemv(dd.m, ah.view, g, 1, max_active, n, yd.p, n_in, nullptr));
+        err = rel_err(yd.down(), ref_d);
+        CHECK_MSG(err <= tol_v, "moe_gemv down %s: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), err);
+        yd.poison();
+        CUDA_OK(gc::moe_gemm(dd.m, ah.view, g, 1, yd.p, n_in, nullptr));
+        const std::vector<float> ydv = yd.down();
+        err = rel_err(ydv, ref_d);
+        CHECK_MSG(err <= tol_m, "moe_gemm down %s: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), err);
+
+        // Weighted sum into the residual (CPU order: choice 0 first).
+        std::vector<float> x0 = randn(static_cast<size_t>(n) * n_in);
+        Dev<float> dx(x0);
+        CUDA_OK(gc::moe_combine(yd.p, wts.p, n, k, n_in, dx.p, nullptr));
+        std::vector<double> ref_x(x0.size());
+        for (int tt = 0; tt < n; ++tt)
+          for (int d = 0; d < n_in; ++d) {
+            float o = 0.0f;
+            for (int j = 0; j < k; ++j) {
+              const float v = ydv[(static_cast<int64_t>(tt) * k + j) * n_in + d] * gw[tt * k + j];
+              o = j == 0 ? v : o + v;
+            }
+            ref_x[static_cast<size_t>(tt) * n_in + d] = static_cast<double>(x0[static_cast<size_t>(tt) * n_in + d] + o);
+          }
+        err = rel_err(dx.down(), ref_x);
+        CHECK_MSG(err <= 1e-6, "moe_combine: %.3g", err);
+      }
+    }
+  }
+}
+
+TEST(rms_norm_matches_cpu) {
+  need_gpu();
+  for (int n : {256, 2048, 4096 + 32}) {
+    for (bool with_add : {false, true}) {
+      const int rows = 5;
+      std::vector<float> x = randn(static_cast<size_t>(rows) * n, 3.0f), add = randn(x.size()), w = randn(n, 0.3f);
+      for (float& v : w) v += 1.0f;
+      Dev<float> dx(x), dadd(add), dw(w), dy(x.size());
+      Dev<int8_t> qs(x.size());
+      Dev<uint32_t> ds(x.size() / 32);
+      const int64_t hs = n + 64;  // fp16 rows with a stride of their own
+      Dev<uint16_t> yh(rows * hs);
+      gc::Q8Act q8{qs.p, ds.p, n, n / 32};
+      CUDA_OK(gc::rms_norm(dx.p, with_add ? dadd.p : nullptr, dw.p, 1e-6f, rows, n, dy.p, &q8, yh.p, hs, nullptr));
+      std::vector<float> xin = x;
+      if (with_add) for (size_t i = 0; i < x.size(); ++i) xin[i] += add[i];
+      std::vector<float> ref(x.size());
+      rms_norm_rows(xin.data(), w.data(), 1e-6f, n, rows, ref.data());
+      std::vector<double> refd(ref.begin(), ref.end()), xind(xin.begin(), xin.end());
+      const std::vector<float> y = dy.down();
+      CHECK_MSG(rel_err(y, refd) <= 1e-6, "rms_norm n %d: %.3g", n, rel_err(y, refd));
+      CHECK_MSG(rel_err(dx.down(), xind) == 0.0, "rms_norm residual add n %d", n);
+      // Q8_1 and fp16 outputs describe the same values.
+      const std::vector<int8_t> q = qs.down();
+      const std::vector<uint32_t> d = ds.down();
+      const std::vector<uint16_t> h = yh.down();
+      int bad = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const float sc = fp16_to_f32(static_cast<uint16_t>(d[i / 32] & 0xFFFF));
+        bad += std::fabs(sc * q[i] - y[i]) > 0.51f * sc + 1e-3f * std::fabs(y[i]) + 1e-6f;
+        bad += !(std::fabs(fp16_to_f32(h[(i / n) * hs + i % n]) - y[i]) <= 1e-3f * std::fabs(y[i]) + 1e-6f);
+      }
+      CHECK_MSG(bad == 0, "rms_norm q8/f16 outputs: %d bad", bad);
+    }
+  }
+}
+
+TEST(rope_matches_cpu) {
+  need_gpu();
+  struct Cfg { RopeStyle style; int n_rot, head_dim; float base, scale, ext; };
+  for (const Cfg& cf : {Cfg{RopeStyle::Neox, 128, 128, 1e6f, 1.0f, 0.0f}, Cfg{RopeStyle::Norm, 32, 64, 10000.0f, 0.5f, 0.0f},
+                        Cfg{RopeStyle::Neox, 32, 64, 1e6f, 1.0f, 0.0f}, Cfg{RopeStyle::Norm, 16, 80, 10000.0f, 1.0f / 40, 1.0f}}) {
+    RopeParams rp;
+    rp.style = cf.style;
+    rp.n_rot = cf.n_rot;
+    rp.freq_base = cf.base;
+    rp.freq_scale = cf.scale;
+    rp.ext_factor = cf.ext;
+    rp.n_ctx_orig = 4096;
+    gc::RopeConfig rc;
+    rc.n_rot = rp.n_rot; rc.neox = rp.style == RopeStyle::Neox; rc.freq_base = rp.freq_base; rc.freq_scale = rp.freq_scale;
+    rc.ext_factor = rp.ext_factor; rc.attn_factor = rp.attn_factor; rc.beta_fast = rp.beta_fast; rc.beta_slow = rp.beta_slow;
+    rc.n_ctx_orig = rp.n_ctx_orig;
+    const int n = 17, pos0 = 3000, heads = 3;
+    Dev<int32_t> dpos(std::vector<int32_t>{pos0});
+    Dev<float> cs(static_cast<size_t>(n) * cf.n_rot);
+    CUDA_OK(gc::rope_table(rc, dpos.p, n, cs.p, nullptr));
+    std::vector<float> ref(static_cast<size_t>(n) * cf.n_rot);
+    for (int i = 0; i < n; ++i) rope_cache(rp, pos0 + i, ref.data() + static_cast<size_t>(i) * cf.n_rot);
+    const std::vector<float> got = cs.down();
+    double max_d = 0;
+    for (size_t i = 0; i < ref.size(); ++i) max_d = std::max(max_d, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    CHECK_MSG(max_d <= 2e-5, "rope_table n_rot %d: max |d| %.3g", cf.n_rot, max_d);
+    std::vector<float> x = randn(static_cast<size_t>(n) * heads * cf.head_dim);
+    Dev<float> dx(x);
+    CUDA_OK(gc::rope_apply(rc, cs.p, dx.p, n, heads, cf.head_dim, heads * cf.head_dim, nullptr));
+    std::vector<float> xr = x;
+    for (int i = 0; i < n; ++i) rope_apply(rp, ref.data() + static_cast<size_t>(i) * cf.n_rot, xr.data() + static_cast<size_t>(i) * heads * cf.head_dim, heads, cf.head_dim);
+    std::vector<double> xrd(xr.begin(), xr.end());
+    const double err = rel_err(dx.down(), xrd);
+    CHECK_MSG(err <= 1e-5, "rope_apply n_rot %d: %.3g", cf.n_rot, err);
+  }
+}
+
+TEST(qkv_post_matches_cpu) {
+  need_gpu();
+  const int n_head = 4, n_kv = 2, D = 128, n = 5, n_ctx = 64, pos0 = 7;
+  RopeParams rp;
+  rp.n_rot = D;
+  rp.freq_base = 1e6f;
+  gc::RopeConfig rc;
+  rc.n_rot = D; rc.neox = true; rc.freq_base = 1e6f;
+  std::vector<float> q = randn(static_cast<size_t>(n) * n_head * D), k = randn(static_cast<size_t>(n) * n_kv * D),
+                     v = randn(static_cast<size_t>(n) * n_kv * D), qn = randn(D, 0.2f), kn = randn(D, 0.2f);
+  for (float& a : qn) a += 1.0f;
+  for (float& a : kn) a += 1.0f;
+  Dev<float> dq(q), dk(k), dv(v), dqn(qn), dkn(kn), cs(static_cast<size_t>(n) * D);
+  Dev<uint16_t> kc(static_cast<size_t>(n_ctx) * n_kv * D), vc(kc.n);
+  Dev<int32_t> dpos(std::vector<int32_t>{pos0});
+  CUDA_OK(gc::rope_table(rc, dpos.p, n, cs.p, nullptr));
+  gc::QkvPost p;
+  p.q = dq.p; p.q_stride = n_head * D; p.k = dk.p; p.k_stride = n_kv * D; p.v = dv.p; p.v_stride = n_kv * D;
+  p.q_norm = dqn.p; p.k_norm = dkn.p; p.eps = 1e-6f; p.n_head = n_head; p.n_head_kv = n_kv; p.head_dim = D;
+  p.k_cache = kc.p; p.v_cache = vc.p;
+  CUDA_OK(gc::qkv_post(p, rc, cs.p, dpos.p, n, nullptr));
+  std::vector<float> qr = q, kr = k;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> c(D);
+    rope_cache(rp, pos0 + i, c.data());
+    for (int h = 0; h < n_head; ++h) rms_norm(&qr[(i * n_head + h) * D], qn.data(), 1e-6f, D, &qr[(i * n_head + h) * D]);
+    for (int h = 0; h < n_kv; ++h) rms_norm(&kr[(i * n_kv + h) * D], kn.data(), 1e-6f, D, &kr[(i * n_kv + h) * D]);
+    rope_apply(rp, c.data(), &qr[i * n_head * D], n_head, D);
+    rope_apply(rp, c.data(), &kr[i * n_kv * D], n_kv, D);
+  }
+  std::vector<double> qrd(qr.begin(), qr.end());
+  CHECK_MSG(rel_err(dq.down(), qrd) <= 1e-5, "qkv_post q: %.3g", rel_err(dq.down(), qrd));
+  const std::vector<uint16_t> kg = kc.down(), vg = vc.down();
+  std::vector<float> kf(static_cast<size_t>(n) * n_kv * D), vf(kf.size());
+  for (size_t i = 0; i < kf.size(); ++i) {
+    kf[i] = fp16_to_f32(kg[static_cast<size_t>(pos0) * n_kv * D + i]);
+    vf[i] = fp16_to_f32(vg[static_cast<size_t>(pos0) * n_kv * D + i]);
+  }
+  std::vector<double> krd(kr.begin(), kr.end()), vd(v.begin(), v.end());
+  CHECK_MSG(rel_err(kf, krd) <= 2e-3, "qkv_post k cache: %.3g", rel_err(kf, krd));
+  CHECK_MSG(rel_err(vf, vd) <= 2e-3, "qkv_post v cache: %.3g", rel_err(vf, vd));
+}
+
+// Attention against ops/attention.cpp over the same fp16 cache.
+TEST(attention_matches_cpu) {
+  need_gpu();
+  ThreadPool pool(2);
+  for (int D : {32, 64, 128}) {
+    const int n_head = 8, n_kv = 2, n_ctx = 300;
+    KvCache kv;
+    REQUIRE(kv.init(1, n_ctx, n_kv * D, n_kv * D, KvType::F16));
+    for (int p = 0; p < n_ctx; ++p) {
+      std::vector<float> kr = randn(n_kv * D), vr = randn(n_kv * D);
+      kv.store(0, p, kr.data(), vr.data());
+    }
+    Dev<uint16_t> kc(static_cast<size_t>(n_ctx) * n_kv * D), vc(kc.n);
+    cudaMemcpy(kc.p, kv.k_row(0, 0), kc.n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(vc.p, kv.v_row(0, 0), vc.n * 2, cudaMemcpyHostToDevice);
+    AttentionShape shape;
+    shape.n_head = n_head; shape.n_head_kv = n_kv; shape.head_dim_k = D; shape.head_dim_v = D;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
+    struct Case { int n, pos0; };
+    for (const Case& c : {Case{1, 0}, Case{1, 127}, Case{1, 130}, Case{1, 299}, Case{3, 0}, Case{17, 40}, Case{100, 150},
+                          Case{64, 236}}) {
+      std::vector<float> q = randn(static_cast<size_t>(c.n) * n_head * D);
+      std::vector<float> ref(q.size());
+      attention(pool, shape, kv, 0, q.data(), c.n, c.pos0, ref.data(), scores.data());
+      Dev<float> dq(q), out(q.size());
+      Dev<int32_t> dpos(std::vector<int32_t>{c.pos0});
+      gc::AttnArgs a;
+      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = kc.p; a.v_cache = vc.p; a.n_head = n_head; a.n_head_kv = n_kv;
+      a.head_dim = D; a.n_ctx = n_ctx; a.scale = shape.scale; a.out = out.p; a.out_stride = n_head * D;
+      double tol;
+      if (c.n == 1) {
+        Dev<float> work(gc::attention_decode_workspace_floats(n_head, D, n_ctx));
+        Dev<int8_t> qs(n_head * D);
+        Dev<uint32_t> ds(n_head * D / 32);
+        gc::Q8Act q8{qs.p, ds.p, n_head * D, n_head * D / 32};
+        CUDA_OK(gc::attention_decode(a, dpos.p, work.p, &q8, nullptr));
+        tol = 1e-4;
+        // The Q8_1 copy of the output is written too.
+        const std::vector<int8_t> qv = qs.down();
+        const std::vector<float> o = out.down();
+        const std::vector<uint32_t> dv = ds.down();
+        int bad = 0;
+        for (int i = 0; i < n_head * D; ++i) {
+          const float sc = fp16_to_f32(static_cast<uint16_t>(dv[i / 32] & 0xFFFF));
+          bad += !(std::fabs(sc * qv[i] - o[i]) <= 0.51f * sc + 1e-3f * std::fabs(o[i]) + 1e-6f);
+        }
+        CHECK_MSG(bad == 0, "attention_decode q8 output: %d bad", bad);
+      } else {
+        CUDA_OK(gc::attention_prefill(a, dpos.p, c.n, nullptr));
+        tol = 5e-3;
+      }
+      std::vector<double> refd(ref.begin(), ref.end());
+      const double err = rel_err(out.down(), refd);
+      CHECK_MSG(err <= tol, "attention D %d n %d pos0 %d: rel err %.3g > %.g", D, c.n, c.pos0, err, tol);
+    }
+  }
+}
+
+TEST(swiglu_add_argmax_get_rows) {
+  need_gpu();
+  const int64_t n = 1000;
+  std::vector<float> g = randn(n, 3.0f), u = randn(n);
+  Dev<float> dg(g), du(u), dout(n);
+  CUDA_OK(gc::swiglu(dg.p, du.p, n, dout.p, nullptr));
+  std::vector<float> ref(n);
+  swiglu(g.data(), u.data(), n, ref.data());
+  std::vector<double> refd(ref.begin(), ref.end());
+  CHECK_MSG(rel_err(dout.down(), refd) <= 1e-6, "swiglu %.3g", rel_err(dout.down(), refd));
+  CUDA_OK(gc::add_inplace(dg.p, du.p, n, nullptr));
+  std::vector<double> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = static_cast<double>(g[i] + u[i]);
+  CHECK(rel_err(dg.down(), sum) == 0.0);
+
+  // argmax: ties go to the first index.
+  const int rows = 4, cols = 151936 / 8;
+  std::vector<float> x = randn(static_cast<size_t>(rows) * cols);
+  x[static_cast<size_t>(1) * cols + 17] = 100.0f;
+  x[static_cast<size_t>(1) * cols + 9000] = 100.0f;
+  x[static_cast<size_t>(2) * cols + cols - 1] = 50.0f;
+  Dev<float> dx(x);
+  Dev<int32_t> am(rows);
+  CUDA_OK(gc::argmax_rows(dx.p, rows, cols, am.p, nullptr));
+  const std::vector<int32_t> got = am.down();
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + static_cast<size_t>(r) * cols;
+    CHECK(got[r] == std::max_element(row, row + cols) - row);
+  }
+
+  // Embedding rows: bit-exact with the CPU dequantizers.
+  for (const TypeCase& tc : kTypes) {
+    const int64_t n_in = tc.type == TensorType::F32 ? 37 : 512;
+    HostMatrix w = random_matrix(tc.type, n_in, 50);
+    DevMatrixBuf dw(w);
+    std::vector<int32_t> ids = {0, 49, 7, 7, 23};
+    Dev<int32_t> did(ids);
+    Dev<float> out(ids.size() * n_in);
+    CUDA_OK(gc::get_rows(dw.m, did.p, static_cast<int>(ids.size()), out.p, n_in, nullptr));
+    const std::vector<float> o = out.down();
+    int bad = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t c = 0; c < n_in; ++c) bad += std::memcmp(&o[i * n_in + c], &w.deq[ids[i] * n_in + c], 4) != 0;
+    CHECK_MSG(bad == 0, "get_rows %s: %d values differ", tc.name, bad);
+  }
+}

@@ -1,0 +1,249 @@
+// Kernel packages end to end on the fixture model: stage 2 picks the CPU
+// table among the enabled packages (the profile says which and why), disabling
+// cpu-avx2 makes the next load use cpu-generic with the same greedy tokens
+// (logits within tolerance), and a package leased by a loaded model or a live
+// session cannot be disabled until they are gone.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "check.h"
+#include "core/cpu_features.h"
+#include "packages/archive.h"
+#include "packages/store.h"
+#include "runtime/model.h"
+#include "runtime/session.h"
+
+using namespace guild;
+using namespace guild::packages;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBuilt = GUILD_BUILT_PACKAGES_DIR;
+// Expected logit error between two correct Q8_0 kernel sets: the fixtures'
+// rule for quantized files (test_runtime_fixtures: greedy tokens must agree up
+// to the first step whose top-1/top-2 margin is below it).
+constexpr double kLogitTolerance = 0.5;
+
+struct Prompt {
+  std::string name;
+  std::vector<int32_t> ids;
+  size_t must_match = 0;  // steps before the first margin below kLogitTolerance
+  int n_new = 0;
+};
+
+std::vector<Prompt> fixture_prompts() {
+  auto doc = json::parse(check::read_file(check::fixtures_dir() + "/expected/qwen3moe-a-Q8_0/greedy.json"));
+  std::vector<Prompt> out;
+  if (!doc) return out;
+  for (const auto& p : (*doc)["prompts"].as_array()) {
+    Prompt pr;
+    pr.name = p["name"].as_string();
+    for (const auto& id : p["prompt_ids"].as_array()) pr.ids.push_back(static_cast<int32_t>(id.as_int()));
+    pr.n_new = static_cast<int>(p["generated_ids"].size());
+    const auto& margins = p["top1_minus_top2_logit"].as_array();
+    pr.must_match = margins.size();
+    for (size_t i = 0; i < margins.size(); ++i)
+      if (margins[i].as_double() < kLogitTolerance) { pr.must_match = i; break; }
+    out.push_back(std::move(pr));
+  }
+  return out;
+}
+
+std::string model_path() { return check::fixtures_dir() + "/models/qwen3moe-a-Q8_0.gguf"; }
+
+std::string make_store() {
+  const std::string dir = check::tmp_dir() + "/packages-model-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  PackageStore store(dir + "/store");
+  std::string err;
+  for (const char* name : {"cpu-generic", "cpu-avx2", "cpu-avx512"}) {
+    if (!fs::exists(kBuilt + "/" + name)) continue;
+    const std::string pkg = dir + "/" + name + ".gkpkg";
+    if (!pack_package_dir(kBuilt + "/" + name, pkg, &err)) std::printf("  pack: %s\n", err.c_str());
+    if (store.install(pkg, &err) != PackageStatus::Ok) std::printf("  not installed: %s\n", err.c_str());
+  }
+  return dir + "/store";
+}
+
+std::unique_ptr<GuildModel> load(const std::string& packages_dir) {
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = 128;
+  opt.packages_dir = packages_dir;
+  std::string err;
+  auto m = GuildModel::load(model_path(), opt, &err);
+  if (!m) std::printf("  load failed: %s\n", err.c_str());
+  return m;
+}
+
+const json::Value& stage(const json::Value& prof, const std::string& name) {
+  for (const auto& s : prof["stages"].as_array())
+    if (s["name"].as_string() == name) return s;
+  static json::Value none;
+  return none;
+}
+
+struct Run {
+  std::vector<std::vector<int32_t>> tokens;  // per prompt
+  std::vector<float> logits;                 // last prompt row of every prompt, concatenated
+};
+
+Run greedy(GuildModel& m, const std::vector<Prompt>& prompts) {
+  Run r;
+  std::string err;
+  for (const Prompt& p : prompts) {
+    auto s = GuildSession::create(m, static_cast<int>(p.ids.size()) + p.n_new + 4, &err);
+    std::vector<float> logits(m.hparams().n_vocab);
+    if (!s || !s->eval(p.ids, false, logits.data(), &err)) std::printf("  eval: %s\n", err.c_str());
+    r.logits.insert(r.logits.end(), logits.begin(), logits.end());
+    s->reset();
+    GenerateRequest req;
+    req.prompt = p.ids;
+    req.max_new_tokens = p.n_new;
+    req.ignore_eog = true;
+    r.tokens.push_back(s->generate(req).tokens);
+  }
+  return r;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = a.size() == b.size() ? 0.0 : 1e30;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+}  // namespace
+
+TEST(generic_and_avx2_packages_agree_and_disable_switches_the_table) {
+  if (!cpu_features().has_avx2_table_isa()) SKIP_TEST("this CPU lacks AVX2+FMA+F16C: cpu-avx2 cannot be compared");
+  if (std::getenv("GUILD_FORCE_KERNELS")) SKIP_TEST("GUILD_FORCE_KERNELS is set");
+  const std::string dir = make_store();
+  PackageStore store(dir);
+  std::string err;
+
+  const std::vector<Prompt> prompts = fixture_prompts();
+  REQUIRE(!prompts.empty());
+
+  // The best package is the table the built-in selection picks, and it gives
+  // the built-in table's logits bit for bit.
+  Run builtin_run;
+  std::string builtin_name;
+  {
+    auto m = load(check::tmp_dir() + "/no-such-packages-dir");
+    REQUIRE(m);
+    builtin_name = m->kernels().name;
+    builtin_run = greedy(*m, prompts);
+  }
+  {
+    auto m = load(dir);
+    REQUIRE(m);
+    CHECK_MSG(builtin_name == m->kernels().name, "package %s vs built-in %s", m->kernels().name, builtin_name.c_str());
+    const Run r = greedy(*m, prompts);
+    if (builtin_name == m->kernels().name) {
+      CHECK(r.tokens == builtin_run.tokens);
+      CHECK(max_diff(r.logits, builtin_run.logits) == 0.0);
+    }
+  }
+  // Compare cpu-avx2 with cpu-generic: keep cpu-avx512 out of the way.
+  const bool have_avx512 = fs::exists(dir + "/cpu-avx512");
+  if (have_avx512) CHECK(store.disable("cpu-avx512", &err) == PackageStatus::Ok);
+
+  Run avx2_run, generic_run;
+  {
+    auto m = load(dir);
+    REQUIRE(m);
+    CHECK(std::string(m->kernels().name) == "cpu-avx2");
+    const json::Value prof = m->profile().to_json();
+    const json::Value& st = stage(prof, "packages");
+    CHECK(st["detail"]["cpu_source"].as_string() == "package");
+    CHECK(st["detail"]["cpu_kernels"].as_string() == "cpu-avx2");
+    CHECK(st["detail"]["providers"]["ops"]["vec_dot"].as_string() == "cpu-avx2");
+    CHECK(st["detail"]["loaded"].size() == 2);
+    avx2_run = greedy(*m, prompts);
+
+    // Leased by the model: disable fails and names it.
+    CHECK(store.disable("cpu-avx2", &err) == PackageStatus::Busy);
+    CHECK_MSG(err.find("model qwen3moe-a-Q8_0.gguf") != std::string::npos, "%s", err.c_str());
+    {
+      auto s = GuildSession::create(*m, 0, &err);
+      REQUIRE(s);
+      CHECK(store.uninstall("cpu-avx2", &err) == PackageStatus::Busy);
+      CHECK_MSG(err.find("session " + std::to_string(s->id())) != std::string::npos, "%s", err.c_str());
+    }
+    // cpu-generic is loaded but not chosen, so not leased.
+    CHECK(store.disable("cpu-generic", &err) == PackageStatus::Ok);
+    CHECK(store.enable("cpu-generic", &err) == PackageStatus::Ok);
+  }
+  // Model gone: the lease is released.
+  CHECK_MSG(store.disable("cpu-avx2", &err) == PackageStatus::Ok, "%s", err.c_str());
+  {
+    auto m = load(dir);
+    REQUIRE(m);
+    CHECK(std::string(m->kernels().name) == "cpu-generic");
+    const json::Value prof = m->profile().to_json();
+    const json::Value& st = stage(prof, "packages");
+    CHECK(st["detail"]["cpu_kernels"].as_string() == "cpu-generic");
+    bool skipped = false;
+    for (const auto& s : st["detail"]["skipped"].as_array())
+      skipped = skipped || (s["name"].as_string() == "cpu-avx2" && s["reason"].as_string() == "disabled");
+    CHECK(skipped);
+    generic_run = greedy(*m, prompts);
+  }
+  REQUIRE(avx2_run.tokens.size() == prompts.size() && generic_run.tokens.size() == prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& a = avx2_run.tokens[i];
+    const auto& b = generic_run.tokens[i];
+    size_t same = 0;
+    while (same < a.size() && same < b.size() && a[same] == b[same]) ++same;
+    std::printf("  %s: %zu/%zu tokens equal (must: %zu)\n", prompts[i].name.c_str(), same, a.size(), prompts[i].must_match);
+    CHECK_MSG(same >= prompts[i].must_match, "%s diverged at %zu", prompts[i].name.c_str(), same);
+  }
+  const double d = max_diff(avx2_run.logits, generic_run.logits);
+  std::printf("  max |logit diff| cpu-avx2 vs cpu-generic: %.3g (tolerance %.2g)\n", d, kLogitTolerance);
+  CHECK(d <= kLogitTolerance);
+  CHECK(store.enable("cpu-avx2", &err) == PackageStatus::Ok);
+  if (have_avx512) CHECK(store.enable("cpu-avx512", &err) == PackageStatus::Ok);
+}
+
+TEST(missing_packages_dir_falls_back_to_built_in_tables) {
+  auto m = load(check::tmp_dir() + "/no-such-packages-dir");
+  REQUIRE(m);
+  const json::Value prof = m->profile().to_json();
+  const json::Value& st = stage(prof, "packages");
+  CHECK(st["detail"]["cpu_source"].as_string() == "built-in");
+  CHECK(st["detail"]["note"].as_string().find("no packages directory") != std::string::npos);
+  bool fb = false;
+  for (const auto& f : prof["fallbacks"].as_array()) fb = fb || f["stage"].as_string() == "packages";
+  CHECK(fb);
+}
+
+TEST(force_kernels_picks_a_loaded_package_or_the_built_in_table) {
+  if (!cpu_features().has_avx2_table_isa()) SKIP_TEST("this CPU lacks AVX2+FMA+F16C");
+  if (std::getenv("GUILD_FORCE_KERNELS")) SKIP_TEST("GUILD_FORCE_KERNELS is set");
+  const std::string dir = make_store();
+  ::setenv("GUILD_FORCE_KERNELS", "cpu-generic", 1);
+  {
+    auto m = load(dir);
+    REQUIRE(m);
+    CHECK(std::string(m->kernels().name) == "cpu-generic");
+    const json::Value prof = m->profile().to_json();
+    CHECK(stage(prof, "packages")["detail"]["cpu_source"].as_string() == "package");
+  }
+  // Not among the loaded packages: ignored, with a fallback entry.
+  ::setenv("GUILD_FORCE_KERNELS", "cpu-nonexistent", 1);
+  {
+    auto m = load(dir);
+    REQUIRE(m);
+    const json::Value prof = m->profile().to_json();
+    CHECK(stage(prof, "packages")["detail"]["cpu_source"].as_string() == "package");
+    bool fb = false;
+    for (const auto& f : prof["fallbacks"].as_array())
+      fb = fb || f["reason"].as_string().find("GUILD_FORCE_KERNELS=cpu-nonexistent ignored") != std::string::npos;
+    CHECK(fb);
+  }
+  ::unsetenv("GUILD_FORCE_KERNELS");
+}
