@@ -114,7 +114,6 @@ async function run(argv: readonly string[]): Promise<number> {
     if (!loopback)
       process.stderr.write(`guild: warning: listening on ${host}, reachable from other machines; requests need the API key\n`);
     process.stdout.write(`guild: serving ${file} at ${url}\n`);
-    process.stderr.write(`guild: the app (web mode) is at ${url}/app/\n`);
     await stopped;
     process.stderr.write("guild: stopping\n");
     return exitOk;

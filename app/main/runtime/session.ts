@@ -42,6 +42,15 @@ export class GuildSession {
     const maxNewTokens = options.maxNewTokens ?? defaultMaxNewTokens;
     const tokens: number[] = [];
     const onToken = options.onToken;
+    // Queue positions arrive through their own thread-safe channel, which may
+    // still hold the final "0" when the generation settles: report the start
+    // here if the runtime says the request ran (it prefilled its prompt).
+    const onQueuePosition = options.onQueuePosition;
+    let lastPosition: number | undefined;
+    const onQueue = onQueuePosition && ((position: number) => {
+      lastPosition = position;
+      onQueuePosition(position);
+    });
     const result = await this.native.generate(
       Int32Array.from(prompt),
       {
@@ -53,7 +62,7 @@ export class GuildSession {
         repeatPenalty: options.repeatPenalty ?? defaultRepeatPenalty,
         repeatLastN: options.repeatLastN ?? defaultRepeatLastN,
         seed: options.seed ?? randomInt(2 ** 32),
-        ...(options.onQueuePosition !== undefined && { onQueue: options.onQueuePosition }),
+        ...(onQueue !== undefined && { onQueue }),
       },
       (ids, pieces) => {
         for (let i = 0; i < ids.length; i++) {
@@ -65,6 +74,7 @@ export class GuildSession {
       options.signal,
     );
     if (result.stopReason === "error") throw new Error("generation failed");
+    if (onQueuePosition && lastPosition !== 0 && result.nPrompt > 0) onQueuePosition(0);
     return {
       stopReason: result.stopReason,
       tokens,

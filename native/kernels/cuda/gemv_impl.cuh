@@ -10,8 +10,6 @@
 // the device-side routing; each active expert's rows are read once for all
 // its slots).
 #pragma once
-#include <algorithm>
-
 #include "common.cuh"
 
 namespace guild::cuda::gemv_detail {
@@ -28,7 +26,7 @@ struct GemvParams {
   const int8_t* aq; const half2* ads; int64_t aq_stride, ads_stride;
   const float* af; int64_t af_stride;
   int n_cols;             // dense: columns
-  int stage;              // streaming kernel: bytes of one staging buffer (R rows, x2 for GLU)
+  int stage;              // quantized kernel: stage each warp's rows in shared memory (bytes per warp), 0 = read global
   float* y; int64_t y_stride;
   bool accumulate;
   // grouped experts
@@ -73,28 +71,68 @@ __device__ __forceinline__ bool next_cols(const GemvParams& p, int expert_idx, i
   return true;
 }
 
-// Dot products of rows row0 .. row0+n_rows-1 (bytes at src; GLU: up rows at
-// src2) with the columns in c, reduced and written by lane 0.
-template <uint32_t T, int NC, int R, bool GLU>
-__device__ __forceinline__ void gemv_rows(const GemvParams& p, const uint8_t* src, const uint8_t* src2, int row0,
-                                          int n_rows, const Cols& c, int lane) {
+template <uint32_t T, int NC, int R, bool MOE, bool GLU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p) {
   using U = QUnit<T>;
-  const int units_row = (p.n_in / U::QK) * U::UNITS;
-  float acc[R][NC], acc2[R][NC];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row0 = (blockIdx.x * kWarps + warp) * R;
+  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  if (row0 >= p.n_out) return;
+  const int nb = p.n_in / U::QK;
+  const int units_row = nb * U::UNITS;
+  const int n_rows = min(R, p.n_out - row0);
+
+  extern __shared__ __align__(16) uint8_t gemv_stage[];
+  const uint8_t* w = p.w;
+  const uint8_t* w2 = p.w2;
+  const uint8_t* staged = nullptr;  // global rows currently in this warp's stage
+  const uint8_t* src = nullptr;     // where the unit loads read (global or stage)
+  const uint8_t* src2 = nullptr;
+  int cursor = 0;
+  Cols c;
+  while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, w, w2)) {
+    const uint8_t* g = w + static_cast<size_t>(row0) * p.row_stride;
+    const uint8_t* g2 = GLU ? w2 + static_cast<size_t>(row0) * p.row_stride : nullptr;
+    if (p.stage) {
+      // The warp's rows, copied with coalesced 16-byte cp.async (every byte
+      // of the rows read once, whole sectors), then read from shared memory.
+      uint8_t* buf = gemv_stage + static_cast<size_t>(warp) * p.stage;
+      if (staged != g) {
+        const int n16 = static_cast<int>(static_cast<size_t>(n_rows) * p.row_stride / 16);
+        const int half = p.stage / 2;
+        for (int i = lane; i < n16; i += 32) {
+          cp_async16_g2s(buf + 16 * i, g + 16 * static_cast<size_t>(i));
+          if (GLU) cp_async16_g2s(buf + half + 16 * i, g2 + 16 * static_cast<size_t>(i));
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncwarp();
+        staged = g;
+      }
+      src = buf;
+      src2 = GLU ? buf + p.stage / 2 : nullptr;
+    } else {
+      src = g;
+      src2 = g2;
+    }
+    float acc[R][NC], acc2[R][NC];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int j = 0; j < NC; ++j) { acc[r][j] = 0.0f; acc2[r][j] = 0.0f; }
-  const int8_t* aq[NC];
-  const half2* ads[NC];
+      for (int j = 0; j < NC; ++j) { acc[r][j] = 0.0f; acc2[r][j] = 0.0f; }
+
+    const int8_t* aq[NC];
+    const half2* ads[NC];
 #pragma unroll
-  for (int j = 0; j < NC; ++j) {
-    aq[j] = p.aq + static_cast<int64_t>(c.act_row[j]) * p.aq_stride;
-    ads[j] = p.ads + static_cast<int64_t>(c.act_row[j]) * p.ads_stride;
-  }
-  // Lane i walks units i, i+32, ... of the rows (flattened), the next unit's
-  // weight bytes loaded before the current one is used.
-  {
+    for (int j = 0; j < NC; ++j) {
+      aq[j] = p.aq + static_cast<int64_t>(c.act_row[j]) * p.aq_stride;
+      ads[j] = p.ads + static_cast<int64_t>(c.act_row[j]) * p.ads_stride;
+    }
+
+    // Lane i walks units i, i+32, ... of the warp's rows (flattened), with the
+    // next unit's weight bytes loaded before the current one is used
+    // (register double buffering keeps two loads per lane in flight).
+    {
     int r = 0, idx = lane;
     while (idx >= units_row && r < n_rows) { idx -= units_row; ++r; }
     auto wptr = [&](const uint8_t* base, int rr, int ii) {
@@ -132,91 +170,21 @@ __device__ __forceinline__ void gemv_rows(const GemvParams& p, const uint8_t* sr
       r = r2;
       idx = idx2;
     }
-  }
+    }
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-    for (int j = 0; j < NC; ++j) {
-      const float s = warp_sum(acc[r][j]);
-      float s2 = 0.0f;
-      if (GLU) s2 = warp_sum(acc2[r][j]);
-      if (lane == 0 && j < c.n && r < n_rows) {
-        float* out = p.y + static_cast<int64_t>(c.out_row[j]) * p.y_stride + row0 + r;
-        if (GLU) *out = silu(s) * s2;
-        else *out = (p.accumulate ? *out : 0.0f) + s;
+      for (int j = 0; j < NC; ++j) {
+        const float s = warp_sum(acc[r][j]);
+        float s2 = 0.0f;
+        if (GLU) s2 = warp_sum(acc2[r][j]);
+        if (lane == 0 && j < c.n && r < n_rows) {
+          float* out = p.y + static_cast<int64_t>(c.out_row[j]) * p.y_stride + row0 + r;
+          if (GLU) *out = silu(s) * s2;
+          else *out = (p.accumulate ? *out : 0.0f) + s;
+        }
       }
     }
-  }
-}
-
-// Direct variant: each warp reads its R rows from global memory once.
-template <uint32_t T, int NC, int R, bool MOE, bool GLU>
-__global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kWarps + warp) * R;
-  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
-  if (row0 >= p.n_out) return;
-  const int n_rows = min(R, p.n_out - row0);
-  const uint8_t* w = p.w;
-  const uint8_t* w2 = p.w2;
-  int cursor = 0;
-  Cols c;
-  while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, w, w2))
-    gemv_rows<T, NC, R, GLU>(p, w + static_cast<size_t>(row0) * p.row_stride,
-                             GLU ? w2 + static_cast<size_t>(row0) * p.row_stride : nullptr, row0, n_rows, c, lane);
-}
-
-// Streaming variant: a grid of a few blocks per SM; each warp walks batches of
-// R rows, copying the next batch into shared memory with coalesced 16-byte
-// cp.async while it computes the current one (two buffers per warp), so every
-// weight byte is read once, in whole sectors, with loads always in flight.
-template <uint32_t T, int NC, int R, bool MOE, bool GLU>
-__global__ void __launch_bounds__(kWarps * 32) gemv_q_stream_kernel(const GemvParams p) {
-  extern __shared__ __align__(16) uint8_t gemv_stage[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
-  const int n_batches = (p.n_out + R - 1) / R;
-  const int stride = gridDim.x * kWarps;
-  int bi = blockIdx.x * kWarps + warp;
-  if (bi >= n_batches) return;
-  const uint8_t* w = p.w;
-  const uint8_t* w2 = p.w2;
-  if (MOE) {
-    const int e = p.active[blockIdx.y];
-    w += static_cast<size_t>(e) * p.expert_stride;
-    if (GLU) w2 += static_cast<size_t>(e) * p.expert_stride;
-  }
-  const size_t up_off = static_cast<size_t>(R) * p.row_stride;  // GLU: up rows after the gate rows
-  uint8_t* const buf0 = gemv_stage + static_cast<size_t>(warp) * 2 * p.stage;
-  uint8_t* const buf1 = buf0 + p.stage;
-  auto issue = [&](int batch, uint8_t* buf) {
-    const int r0 = batch * R;
-    const int nr = min(R, p.n_out - r0);
-    const int n16 = static_cast<int>(static_cast<size_t>(nr) * p.row_stride / 16);
-    const uint8_t* g = w + static_cast<size_t>(r0) * p.row_stride;
-    const uint8_t* g2 = GLU ? w2 + static_cast<size_t>(r0) * p.row_stride : nullptr;
-    for (int i = lane; i < n16; i += 32) {
-      cp_async16_g2s(buf + 16 * i, g + 16 * static_cast<size_t>(i));
-      if (GLU) cp_async16_g2s(buf + up_off + 16 * i, g2 + 16 * static_cast<size_t>(i));
-    }
-  };
-  issue(bi, buf0);
-  asm volatile("cp.async.commit_group;\n" ::);
-  for (int k = 0; bi < n_batches; bi += stride, ++k) {
-    uint8_t* cur = (k & 1) ? buf1 : buf0;
-    if (bi + stride < n_batches) issue(bi + stride, (k & 1) ? buf0 : buf1);
-    asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("cp.async.wait_group 1;\n" ::);
-    __syncwarp();
-    const int row0 = bi * R;
-    const int nr = min(R, p.n_out - row0);
-    int cursor = 0;
-    Cols c;
-    const uint8_t* wd = w;
-    const uint8_t* wd2 = w2;
-    while (next_cols<NC, MOE>(p, blockIdx.y, cursor, c, wd, wd2))
-      gemv_rows<T, NC, R, GLU>(p, cur, GLU ? cur + up_off : nullptr, row0, nr, c, lane);
-    __syncwarp();  // every lane is done with cur before it is refilled
   }
 }
 
@@ -315,44 +283,24 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p)
   }
 }
 
-constexpr int kStageBlockBytes = 48 * 1024;  // shared memory per block (default limit, no attribute needed)
-constexpr int kStreamBlocksPerSm = 8;
-
-inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 132;
-    return v;
-  }();
-  return n;
-}
+constexpr int kStageMaxBytes = 12288;  // per warp (48 KB per block, the default limit)
 
 template <uint32_t T, int NC, int R, bool MOE, bool GLU>
 void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
-  const size_t per_buf = static_cast<size_t>(R) * p.row_stride * (GLU ? 2 : 1);
-  const int n_batches = (p.n_out + R - 1) / R;
-  if (per_buf * 2 * kWarps <= static_cast<size_t>(kStageBlockBytes)) {
-    p.stage = static_cast<int>(per_buf);
-    const int want = std::max(1, (sm_count() * kStreamBlocksPerSm) / static_cast<int>(grid_y));
-    const int blocks = std::min(static_cast<int>(ceil_div(n_batches, kWarps)), want);
-    gemv_q_stream_kernel<T, NC, R, MOE, GLU><<<dim3(blocks, grid_y), kWarps * 32, per_buf * 2 * kWarps, s>>>(p);
-  } else {
-    p.stage = 0;
-    gemv_q_kernel<T, NC, R, MOE, GLU><<<dim3(ceil_div(n_batches, kWarps), grid_y), kWarps * 32, 0, s>>>(p);
-  }
+  const size_t per_warp = static_cast<size_t>(R) * p.row_stride * (GLU ? 2 : 1);
+  p.stage = per_warp <= kStageMaxBytes ? static_cast<int>(per_warp) : 0;
+  dim3 grid(ceil_div(p.n_out, kWarps * R), grid_y);
+  gemv_q_kernel<T, NC, R, MOE, GLU><<<grid, kWarps * 32, static_cast<size_t>(p.stage) * kWarps, s>>>(p);
 }
 
 template <uint32_t T, int NC, bool MOE, bool GLU>
 cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
   using U = QUnit<T>;
   const int units_row = (p.n_in / U::QK) * U::UNITS;
-  const size_t glu = GLU ? 2 : 1;
-  auto fits = [&](size_t r) { return r * p.row_stride * glu * 2 * kWarps <= static_cast<size_t>(kStageBlockBytes); };
-  // Several rows per warp for tall matrices and for short rows (fewer than 32
-  // units would leave lanes idle), as long as the staging buffers fit.
-  if (NC == 1 && (p.n_out >= 32768 || units_row < 16) && fits(4)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
-  else if (NC == 1 && (p.n_out >= 8192 || units_row < 32) && fits(2)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
+  // Several rows per warp for tall matrices (enough warps remain) and for
+  // short rows (fewer than 32 units would leave lanes idle).
+  if (NC == 1 && (p.n_out >= 32768 || units_row < 16)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
+  else if (NC == 1 && (p.n_out >= 8192 || units_row < 32)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
   else launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
   return launch_status();
 }
