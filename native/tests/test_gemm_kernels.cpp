@@ -4,6 +4,9 @@
 //    1..9 and 13) equals the same table's vec_dot of that row and token bit
 //    for bit (the tiling never changes a result), and is within 1e-5 *
 //    sum |w_i a_i| of the cpu-generic vec_dot (the reference dot);
+//  * batches of >= 32 tokens (where cpu-amx uses the tile unit): within 1e-5 *
+//    sum |w_i a_i| of cpu-generic for every table (bit-identical to vec_dot
+//    for the tables without AMX);
 //  * attention scores / PV / softmax / SwiGLU of each SIMD table against
 //    cpu-generic (scores and PV: 1e-5 of the sum of |terms|; exp: 4e-7
 //    relative), and each query row's result independent of how many rows are
@@ -40,6 +43,8 @@ std::vector<const CpuKernelTable*> tables() {
   else std::printf("  (cpu-avx2 not available here)\n");
   if (cpu_kernels_avx512() && cpu_features().has_avx512_table_isa()) out.push_back(cpu_kernels_avx512());
   else std::printf("  (cpu-avx512 not available here)\n");
+  if (cpu_kernels_amx() && amx_enable()) out.push_back(cpu_kernels_amx());
+  else std::printf("  (cpu-amx not available here)\n");
   return out;
 }
 
@@ -129,6 +134,58 @@ TEST(gemm_tiles_equal_vec_dot) {
     }
   }
   std::printf("  %d tiles, %d entries checked\n", tiles, entries);
+}
+
+// Large batches: cpu-amx's tile-unit path (>= 32 activation rows) and the
+// others' tiles, against cpu-generic; partial row and token tiles included.
+TEST(gemm_batches_match_generic) {
+  Rng rng(1234);
+  int entries = 0;
+  for (const CpuKernelTable* t : tables()) {
+    if (t == &gen()) continue;
+    for (TensorType wt : {TensorType::Q4_K, TensorType::Q8_0, TensorType::Q6_K, TensorType::Q5_K}) {
+      const TypeKernels& k = t->types[tid(wt)];
+      if (!k.gemm) continue;
+      const TensorType at = k.vec_dot_type;
+      for (int64_t n : {256, 1024}) {
+        const size_t wb = row_bytes(wt, n), ab = row_bytes(at, n);
+        for (auto [n_rows, n_act] : {std::pair{16, 32}, std::pair{37, 45}, std::pair{64, 64}, std::pair{5, 33}}) {
+          std::vector<uint8_t> w(wb * n_rows), a(ab * n_act);
+          for (int r = 0; r < n_rows; ++r) {
+            const std::vector<float> f = normals(rng, n, 0.05f);
+            REQUIRE(quantize_weight_row(tid(wt), f.data(), n, w.data() + r * wb));
+          }
+          // Activation rows scattered (every other row of a buffer), as expert slots are.
+          std::vector<uint8_t> abuf(ab * 2 * n_act);
+          std::vector<const void*> act(n_act);
+          for (int i = 0; i < n_act; ++i) {
+            const std::vector<float> f = normals(rng, n, 1.0f);
+            gen().quantize_act[tid(at)](f.data(), abuf.data() + (2 * i + (i % 3 == 0)) * ab, n);
+            act[i] = abuf.data() + (2 * i + (i % 3 == 0)) * ab;
+          }
+          std::vector<float> y(static_cast<size_t>(n_act) * n_rows, -7.0f);
+          std::vector<float*> out(n_act);
+          for (int i = 0; i < n_act; ++i) out[i] = y.data() + static_cast<size_t>(i) * n_rows;
+          k.gemm(n, w.data(), wb, n_rows, act.data(), out.data(), n_act);
+          for (int i = 0; i < n_act; ++i)
+            for (int r = 0; r < n_rows; ++r) {
+              const float got = out[i][r];
+              const float ref = gen().types[tid(wt)].vec_dot(n, w.data() + r * wb, act[i]);
+              const double base = abs_terms(wt, w.data() + r * wb, at, static_cast<const uint8_t*>(act[i]), n);
+              CHECK_MSG(std::fabs(static_cast<double>(got) - ref) <= 1e-5 * base + 1e-30,
+                        "%s %s n=%lld %dx%d (%d,%d): %.9g vs generic %.9g (base %.3g)", t->name,
+                        std::string(tensor_type_name(tid(wt))).c_str(), (long long)n, n_rows, n_act, r, i, got, ref, base);
+              if (std::string(t->name) != "cpu-amx") {
+                const float vd = k.vec_dot(n, w.data() + r * wb, act[i]);
+                CHECK(std::memcmp(&vd, &got, 4) == 0);
+              }
+              ++entries;
+            }
+        }
+      }
+    }
+  }
+  std::printf("  %d entries checked\n", entries);
 }
 
 namespace {

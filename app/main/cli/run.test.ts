@@ -1,3 +1,8 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+import { embeddedModelPath } from "../paths.js";
 // guild run --prompt-tokens ... --temperature 0 --json against llama.cpp's greedy
 // continuations (expected/<model>/greedy.json), compared as the fixtures README
 // suggests: identical ids until the first step whose recorded top-1/top-2 margin
@@ -30,7 +35,10 @@ function parseEvents(stdout: string): { tokens: TokenEvent[]; done: DoneEvent } 
   const events = stdout
     .split("\n")
     .filter((l) => l !== "")
-    .map((l) => JSON.parse(l) as TokenEvent | DoneEvent);
+    .map((l) => JSON.parse(l) as TokenEvent | DoneEvent | { event: "profile" });
+  // The load's startup profile comes first (docs/CLI.md), then tokens, then done.
+  const first = events.shift();
+  if (first?.event !== "profile") throw new Error("the first event is not `profile`");
   const done = events.pop();
   if (done?.event !== "done") throw new Error("the last event is not `done`");
   if (events.some((e) => e.event !== "token")) throw new Error("events before `done` must all be `token`");
@@ -130,3 +138,20 @@ describe.skipIf(!haveFixtures)("guild run: text prompts", () => {
 });
 
 if (!haveFixtures) describe.skip(`guild run: ${fixturesSkipReason}`, () => {});
+
+describe("guild run --profile-out / profile event", () => {
+  it.skipIf(!existsSync(embeddedModelPath()))("writes the startup profile and emits it before the first token", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "guild-profile-"));
+    const file = path.join(dir, "p.json");
+    const r = runCli(["run", "--prompt", "hi", "--n-predict", "2", "--temperature", "0", "--json", "--profile-out", file], { env: { GUILD_MODEL: "" } });
+    expect(r.status, r.stderr).toBe(0);
+    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { event: string; profile?: { schema: string; stages: { name: string }[] } });
+    expect(events[0]!.event).toBe("profile");
+    expect(events[0]!.profile!.schema).toBe("guild.startup-profile/1");
+    expect(events[0]!.profile!.stages).toHaveLength(14);
+    expect(events.findIndex((e) => e.event === "token")).toBeGreaterThan(0);
+    const written = JSON.parse(readFileSync(file, "utf8")) as { stages: { name: string }[] };
+    expect(written.stages.map((s) => s.name)).toEqual(events[0]!.profile!.stages.map((s) => s.name));
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -1,4 +1,5 @@
 // guild run: generate from a prompt (or chat) and stream the text.
+import { writeFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 
 import { chatPromptTokens, type ChatMessage } from "../runtime/chat-template.js";
@@ -32,6 +33,7 @@ const flags = {
   "kv-type": { type: "string", choices: ["f16", "f32"] },
   chat: { type: "boolean" },
   json: { type: "boolean" },
+  "profile-out": { type: "string" },
 } as const satisfies FlagSpecs;
 
 type RunFlags = ParsedFlags<typeof flags>;
@@ -39,7 +41,7 @@ type RunFlags = ParsedFlags<typeof flags>;
 const usage =
   "guild run [--model PATH] (--prompt TEXT | --prompt-tokens ID,ID,...) [--n-predict N] [--temperature T] " +
   "[--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] " +
-  "[--kv-type f16|f32] [--chat] [--json]";
+  "[--kv-type f16|f32] [--chat] [--json] [--profile-out FILE]";
 
 function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal"> {
   return {
@@ -171,6 +173,17 @@ async function run(argv: readonly string[]): Promise<number> {
     } catch (err) {
       throw fileError(file, err);
     }
+    // The load's StartupProfile (docs/STARTUP_PROFILE.md): to a file, and as
+    // the first JSON Lines event, before any token.
+    const profile = model.startupProfile();
+    if (f["profile-out"] !== undefined) {
+      try {
+        await writeFile(f["profile-out"], JSON.stringify(profile, null, 2) + "\n");
+      } catch (err) {
+        throw fileError(f["profile-out"], err);
+      }
+    }
+    if (f.json) out.line(JSON.stringify({ event: "profile", profile }));
     if (f.chat && f.prompt === undefined) return await runInteractive(model, session, f, interrupt, out);
     return await runOnce(model, session, f, interrupt, out);
   } finally {

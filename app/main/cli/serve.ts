@@ -88,14 +88,17 @@ async function run(argv: readonly string[]): Promise<number> {
     }
     // The app's web mode (renderer + its contract) rides on the same server and
     // the same RuntimeHost, so the browser tab and API clients share one queue.
-    services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false });
+    // Its contract can load model files and change packages, so it is mounted
+    // only on loopback binds: a server reachable from other machines offers the
+    // OpenAI-compatible API alone (docs/API.md, "Security defaults").
+    if (loopback) services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false });
     try {
       server = new ApiServer(runtime, {
         host,
         port: f.port ?? defaultApiPort,
         apiKeys: keys,
         allowedOrigins: origins,
-        extraRoutes: [createWebRoutes(services)],
+        extraRoutes: services ? [createWebRoutes(services)] : [],
       });
     } catch (err) {
       throw new CliError((err as Error).message);

@@ -35,6 +35,9 @@ struct CpuFeatures {
   bool has_avx512_table_isa() const {
     return has_avx2_table_isa() && bmi2 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
   }
+  // cpu-amx: the AVX-512 table's ISA plus AMX-TILE and AMX-INT8 (tile state
+  // enabled in XCR0; the process must still ask for permission, amx_enable()).
+  bool has_amx_table_isa() const { return has_avx512_table_isa() && amx_tile && amx_int8; }
 };
 
 // Detected once (function-local static) and cached.
