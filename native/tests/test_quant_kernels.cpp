@@ -71,10 +71,6 @@ std::vector<const CpuKernelTable*> simd_tables() {
   } else {
     std::printf("  (avx512 comparisons skipped: binary built without the AVX-512 table)\n");
   }
-  if (const CpuKernelTable* t = cpu_kernels_amx()) {
-    if (amx_enable()) out.push_back(t);
-    else std::printf("  (amx comparisons skipped: no AMX-INT8 on this CPU or no OS permission)\n");
-  }
   return out;
 }
 
@@ -240,7 +236,7 @@ TEST(tables_are_complete_and_consistent) {
     CHECK_MSG(gen().quantize_act[tid(k.vec_dot_type)] != nullptr, "%s: no quantizer for its vec_dot_type", t.name);
     CHECK(tensor_type_info(t.type).block_elems == static_cast<uint32_t>(t.block_elems));
     CHECK(tensor_type_info(t.type).block_bytes == static_cast<uint32_t>(t.block_bytes));
-    for (const CpuKernelTable* simd : {avx2, cpu_kernels_avx512(), cpu_kernels_amx()}) {
+    for (const CpuKernelTable* simd : {avx2, cpu_kernels_avx512()}) {
       if (!simd) continue;
       const TypeKernels& a = simd->types[tid(t.type)];
       CHECK_MSG(a.dequant_row && a.vec_dot, "%s missing in %s", t.name, simd->name);
@@ -263,8 +259,7 @@ TEST(tables_are_complete_and_consistent) {
   const CpuKernelTable* avx512 = cpu_kernels_avx512();
   if (avx2) CHECK(std::string(avx2->name) == "cpu-avx2");
   if (avx512) CHECK(std::string(avx512->name) == "cpu-avx512");
-  if (cpu_kernels_amx()) CHECK(std::string(cpu_kernels_amx()->name) == "cpu-amx");
-  for (const CpuKernelTable* simd : {avx2, avx512, cpu_kernels_amx()}) {
+  for (const CpuKernelTable* simd : {avx2, avx512}) {
     if (!simd) continue;
     CHECK(simd->dot_f32 && simd->axpy_f32 && simd->fp16_to_f32_row && simd->f32_to_fp16_row);
     CHECK(simd->attn_scores_f16 && simd->attn_scores_f32 && simd->attn_pv_f16 && simd->attn_pv_f32 && simd->softmax_exp &&
@@ -294,10 +289,6 @@ TEST(best_table_matches_cpu) {
     CHECK(&best == &gen());
   } else if (force && std::string(force) == "cpu-avx2" && cpu_kernels_avx2() && f.has_avx2_table_isa()) {
     CHECK(&best == cpu_kernels_avx2());
-  } else if (force && std::string(force) == "cpu-avx512" && cpu_kernels_avx512() && f.has_avx512_table_isa()) {
-    CHECK(&best == cpu_kernels_avx512());
-  } else if (cpu_kernels_amx() && amx_enable()) {
-    CHECK(&best == cpu_kernels_amx());
   } else if (cpu_kernels_avx512() && f.has_avx512_table_isa()) {
     CHECK(&best == cpu_kernels_avx512());
   } else if (cpu_kernels_avx2() && f.has_avx2_table_isa()) {

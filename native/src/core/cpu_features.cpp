@@ -2,9 +2,13 @@
 
 #include <sched.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -185,6 +189,22 @@ std::string cpu_features_description() {
   const std::string flags = cpu_feature_flags();
   s += flags.empty() ? "no SIMD extensions" : flags;
   return s;
+}
+
+bool cpu_amx_usable() {
+  static const bool usable = [] {
+    const char* off = std::getenv("GUILD_DISABLE_AMX");
+    if (off != nullptr && *off != 0 && std::strcmp(off, "0") != 0) return false;
+    if (!cpu_features().has_amx_table_isa()) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return usable;
 }
 
 }  // namespace guild

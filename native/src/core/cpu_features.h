@@ -35,13 +35,20 @@ struct CpuFeatures {
   bool has_avx512_table_isa() const {
     return has_avx2_table_isa() && bmi2 && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni;
   }
-  // cpu-amx: the AVX-512 table's ISA plus AMX-TILE and AMX-INT8 (tile state
-  // enabled in XCR0; the process must still ask for permission, amx_enable()).
+  // The AVX-512 table's ISA plus AMX-TILE and AMX-INT8 (tile state enabled in
+  // XCR0; the process must still be granted the tile data, cpu_amx_usable()).
   bool has_amx_table_isa() const { return has_avx512_table_isa() && amx_tile && amx_int8; }
 };
 
 // Detected once (function-local static) and cached.
 const CpuFeatures& cpu_features();
+
+// Whether this process may use the AMX tile unit (cpu-avx512's batch
+// products): the CPU has AMX-TILE + AMX-INT8 with the tile state enabled, the
+// OS granted the tile-data permission (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM),
+// asked once, on the first call), and GUILD_DISABLE_AMX is not set to a
+// non-empty value other than "0". Thread-safe; the answer never changes.
+bool cpu_amx_usable();
 
 // The detected ISA extensions, space-separated: "sse3 ssse3 ... avx2 fma f16c ...".
 std::string cpu_feature_flags();

@@ -76,15 +76,9 @@ const CpuKernelTable& cpu_kernels_generic();
 const CpuKernelTable* cpu_kernels_avx2();
 // Null when this binary was built without the AVX-512 table.
 const CpuKernelTable* cpu_kernels_avx512();
-// Null when this binary was built without the AMX table (cpu-avx512 + AMX-INT8
-// products for batches). Usable only after amx_enable() returned true.
-const CpuKernelTable* cpu_kernels_amx();
-// Asks the OS for the AMX tile-data permission (Linux arch_prctl), once per
-// process; true when granted (and the CPU has AMX-TILE + AMX-INT8).
-bool amx_enable();
-// The best table the running CPU supports: AMX (with the OS permission) over
-// AVX-512 (F/BW/VL/DQ/VNNI) over AVX2+FMA+F16C over generic;
-// GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512|cpu-amx overrides.
+// The best table the running CPU supports: AVX-512 (F/BW/VL/DQ/VNNI; its
+// batch products use AMX-INT8 where cpu_amx_usable()) over AVX2+FMA+F16C over
+// generic; GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512 overrides.
 const CpuKernelTable& cpu_kernels_best();
 
 }  // namespace guild

@@ -51,7 +51,9 @@ int64_t matmul_chunk_rows(const QMatrix& w, int n_act, int n_threads, int64_t ro
   int64_t chunk = std::max<int64_t>(1, rows_in_loop / (static_cast<int64_t>(n_threads) * 8));
   const int64_t min_rows = std::max<int64_t>(1, 16384 / static_cast<int64_t>(w.row_bytes * std::max(1, n_act / 8) + 1));
   chunk = std::max(chunk, std::min<int64_t>(min_rows, w.n_out));
-  chunk = (chunk + 3) & ~int64_t{3};
+  // Whole tiles: 4 rows (the SIMD tiles), 16 for batches (AMX tiles are 16 rows).
+  const int64_t tile = n_act >= 32 ? 16 : 4;
+  chunk = (chunk + tile - 1) / tile * tile;
   return std::min<int64_t>(chunk, w.n_out);
 }
 

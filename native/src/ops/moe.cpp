@@ -151,9 +151,14 @@ void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& ga
 
   if (n_active >= 2 * pool.size()) {
     // One task per expert, largest first so the tail of the loop is short.
-    std::stable_sort(r.active.begin(), r.active.end(), [&](int32_t a, int32_t b) {
-      return r.offset[a + 1] - r.offset[a] > r.offset[b + 1] - r.offset[b];
-    });
+    // (Insertion sort, stable: no allocation, and at most a few hundred experts.)
+    auto count = [&](int32_t e) { return r.offset[e + 1] - r.offset[e]; };
+    for (int i = 1; i < n_active; ++i) {
+      const int32_t e = r.active[i];
+      int j = i;
+      for (; j > 0 && count(r.active[j - 1]) < count(e); --j) r.active[j] = r.active[j - 1];
+      r.active[j] = e;
+    }
     pool.parallel_for(n_active, [&](int64_t task, int) {
       const int e = r.active[task];
       expert_rows(gate.expert(e), r, e, 0, n_ff, slot_rows, buf.gate, n_ff);

@@ -1,22 +1,30 @@
 // The "cpu-avx512" kernel table (AVX-512 F/BW/VL/DQ + VNNI, with AVX2, FMA,
-// F16C, BMI2; built with those -m flags and -ffp-contract=off, see
-// native/CMakeLists.txt).
+// F16C, BMI2; built with those -m flags, -mamx-tile -mamx-int8 and
+// -ffp-contract=off, see native/CMakeLists.txt). Its Q8_0 and Q4_K products
+// of 32+ activation rows run on the AMX tile unit where cpu_amx_usable()
+// (gemm_amx.inc); nothing else uses AMX, and without it those products run
+// on the 512-bit tiles.
 //
 // ODR safety: as kernels_avx2.cpp. Everything here lives in an anonymous
 // namespace except cpu_kernels_avx512(); the AVX2 fragments are pasted in
 // again (so this table's dequantizers, quantizers and remaining dots are
 // the AVX2 ones recompiled here, with internal linkage), then the 512-bit
 // fragments. The included headers contribute only static inline functions,
-// constexpr data, intrinsics and declarations; the table is a compile-time
-// constant.
+// constexpr data, intrinsics and declarations (cpu_amx_usable() is declared
+// here rather than through core/cpu_features.h, which has inline members and
+// <string>); the table is a compile-time
+// constant; the per-thread AMX state is a trivially constructible
+// thread_local and its scratch comes from aligned_alloc (no std:: templates
+// instantiated here).
 //
 // Numerics: dequantizers and activation quantizers are the AVX2 ones (bit-
 // identical to cpu-generic); Q4_K/Q5_K/Q6_K/Q8_0 dots and tiles are 512-bit
 // with VNNI (exact integer parts, float rounding of the block sums only), and
 // the attention/exp kernels are 16-lane versions of the AVX2 ones.
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
-    !defined(__AVX512VNNI__) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
-#error "kernels_avx512.cpp must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c"
+    !defined(__AVX512VNNI__) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || \
+    !defined(__AMX_TILE__) || !defined(__AMX_INT8__)
+#error "kernels_avx512.cpp must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c -mamx-tile -mamx-int8"
 #endif
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
@@ -29,6 +37,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fp16.h"
@@ -36,6 +45,9 @@
 #include "core/quant_blocks.h"
 
 namespace guild {
+
+bool cpu_amx_usable();  // core/cpu_features.cpp
+
 namespace {
 
 #include "../avx2/avx2_common.inc"
@@ -44,6 +56,7 @@ namespace {
 #include "../avx2/vec_dot_avx2.inc"
 #include "../avx2/gemm_avx2.inc"
 #include "gemm_avx512.inc"
+#include "gemm_amx.inc"
 
 constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
                         GemmFn gemm = nullptr) {
@@ -65,10 +78,10 @@ constexpr CpuKernelTable make_avx512_table() {
   set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
   set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
   set_type(t, T::Q5_1, dq_q5_1, T::Q8_1, vd_q5_1);
-  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, tile_vec_dot_avx2<Q80Tile512, kQK32>, tile_gemm_avx2<Q80Tile512, kQK32, 4, 4>);
+  set_type(t, T::Q8_0, dq_q8_0, T::Q8_0, tile_vec_dot_avx2<Q80Tile512, kQK32>, gemm_q8_0_amx);
   set_type(t, T::Q2_K, dq_q2_k, T::Q8_K, vd_q2_k);
   set_type(t, T::Q3_K, dq_q3_k, T::Q8_K, vd_q3_k);
-  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, tile_vec_dot_avx2<Q4KTile512, kQK_K>, tile_gemm_avx2<Q4KTile512, kQK_K, 4, 4>);
+  set_type(t, T::Q4_K, dq_q4_k, T::Q8_K, tile_vec_dot_avx2<Q4KTile512, kQK_K>, gemm_q4_k_amx);
   set_type(t, T::Q5_K, dq_q5_k, T::Q8_K, tile_vec_dot_avx2<Q5KTile512, kQK_K>, tile_gemm_avx2<Q5KTile512, kQK_K, 2, 4>);
   set_type(t, T::Q6_K, dq_q6_k, T::Q8_K, tile_vec_dot_avx2<Q6KTile512, kQK_K>, tile_gemm_avx2<Q6KTile512, kQK_K, 4, 4>);
   set_type(t, T::IQ4_NL, dq_iq4_nl, T::Q8_0, vd_iq4_nl);
