@@ -100,7 +100,7 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     // that draws a longer answer at a hot temperature, and a reply that still
     // ends before the stop arrives is retried.
     let status: string | null = null;
-    for (let attempt = 0; attempt < 5 && status !== "stopped"; attempt++) {
+    for (let attempt = 0; attempt < 10 && status !== "stopped"; attempt++) {
       await page.getByTestId("new-chat").click();
       await page.getByRole("button", { name: "Settings" }).click();
       await page.locator(".settings input[type=range]").fill("1.5");
