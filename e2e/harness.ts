@@ -27,6 +27,9 @@ export async function buildRenderer(): Promise<void> {
   await build({ configFile: path.join(repoRoot, "vite.preload.config.ts"), logLevel: "warn" });
 }
 
+/** How the e2e server paces replies (RuntimeHostOptions.testPacing). */
+export const e2ePacing = { tokensPerStep: 1, delayMs: 80 };
+
 export interface Served {
   web: WebMode;
   dataDir: string;
@@ -37,7 +40,12 @@ export async function serveWebMode(): Promise<Served> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-"));
   const packagesDir = path.join(dataDir, "packages");
   await installBuiltPackages(packagesDir);
-  const web = await startWebMode({ dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: rendererOut } });
+  const web = await startWebMode({
+    dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: rendererOut },
+    // Test-only: replies come one token at a time with a pause between (the demo model would otherwise
+    // finish in tens of milliseconds), so a spec can watch a reply grow and stop it midway, by design.
+    runtime: { testPacing: e2ePacing },
+  });
   await web.services.ready;
   mkdirSync(artifactsDir, { recursive: true });
   return {

@@ -68,6 +68,11 @@ export interface ChatService {
   stop(req: { conversationId: string }): Promise<{ stopped: boolean }>;
   /** Replaces the last assistant reply with a new one. */
   regenerate(req: { conversationId: string }): Promise<SendReply>;
+  /**
+   * Edit-and-resend: replaces the text of one of the conversation's user
+   * messages, deletes every message after it, and starts a new reply to it.
+   */
+  editAndResend(req: { conversationId: string; messageId: string; content: string }): Promise<SendReply>;
   exportConversation(req: { id: string; format: "markdown" | "json" }): Promise<ExportedFile>;
 }
 
@@ -110,6 +115,14 @@ export interface ModelService {
   list(): Promise<ModelFile[]>;
   /** Loads a GGUF; progress arrives as `model.progress` events. Replaces the current model. */
   load(req: { path: string; settings?: ModelLoadSettings }): Promise<LoadedModel>;
+  /**
+   * Cancels the load in progress: its `load` call rejects with
+   * {@link loadCancelledMessage} and `model.state` says "cancelled". A cancel
+   * that comes while the file is still being checked keeps the current model;
+   * once the runtime's load has begun, the model it replaces is already gone.
+   * False when no load is running.
+   */
+  cancelLoad(): Promise<{ cancelled: boolean }>;
   unload(): Promise<{ unloaded: boolean }>;
   current(): Promise<LoadedModel | null>;
   /** The current model's startup profile. */
@@ -133,7 +146,20 @@ export interface PackageService {
   list(): Promise<PackageInfo[]>;
   enable(req: { name: string }): Promise<PackageInfo>;
   disable(req: { name: string }): Promise<PackageInfo>;
+  /** Installs (or replaces) a package from a .gkpkg archive on this machine. */
+  install(req: { path: string }): Promise<PackageInfo>;
+  /**
+   * Installs from the bytes of a .gkpkg the user picked (base64, at most
+   * {@link maxUploadBytes} decoded): how a browser tab, which never sees file
+   * paths, installs a file.
+   */
+  installUpload(req: { fileName: string; data: string }): Promise<PackageInfo>;
+  /** Removes a package; refused while a loaded model or live session pins it. */
+  uninstall(req: { name: string }): Promise<{ uninstalled: boolean }>;
 }
+
+/** The largest .gkpkg `installUpload` takes (decoded bytes); larger archives install by path. */
+export const maxUploadBytes = 8 * 1024 * 1024;
 
 // ---------------------------------------------------------------- profiles
 
@@ -171,11 +197,12 @@ export type ResultOf<S extends ServiceName, M extends MethodName<S>> = Fn<S, M>[
 
 /**
  * The argument of each operation, as a tiny schema ("string", "number?", …;
- * null = no argument). Both transports validate requests against it before a
+ * null = no argument; "base64" = a base64 string of at most
+ * {@link maxUploadBytes} decoded bytes). Both transports validate requests against it before a
  * service sees them; its keys are the operation list (the preload exposes
  * exactly these).
  */
-export type FieldType = "string" | "number" | "boolean" | "object" | "string?" | "number?" | "boolean?" | "object?";
+export type FieldType = "string" | "number" | "boolean" | "object" | "base64" | "string?" | "number?" | "boolean?" | "object?";
 export type RequestSchema = Readonly<Record<string, FieldType | readonly string[]>> | null;
 
 export const OPERATIONS = {
@@ -190,11 +217,13 @@ export const OPERATIONS = {
     send: { conversationId: "string", content: "string" },
     stop: { conversationId: "string" },
     regenerate: { conversationId: "string" },
+    editAndResend: { conversationId: "string", messageId: "string", content: "string" },
     exportConversation: { id: "string", format: ["markdown", "json"] },
   },
   models: {
     list: null,
     load: { path: "string", settings: "object?" },
+    cancelLoad: null,
     unload: null,
     current: null,
     profile: null,
@@ -204,6 +233,9 @@ export const OPERATIONS = {
     list: null,
     enable: { name: "string" },
     disable: { name: "string" },
+    install: { path: "string" },
+    installUpload: { fileName: "string", data: "base64" },
+    uninstall: { name: "string" },
   },
   profiles: {
     recent: null,
@@ -231,6 +263,11 @@ export function validateRequest(schema: RequestSchema, req: unknown): string | n
       continue;
     }
     const t = type as FieldType;
+    if (t === "base64") {
+      if (typeof v !== "string" || v.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(v)) return `${key} must be base64`;
+      if ((v.length / 4) * 3 > maxUploadBytes + 2) return `${key} is larger than ${maxUploadBytes / (1024 * 1024)} MiB`;
+      continue;
+    }
     const optional = t.endsWith("?");
     if (v === undefined && optional) continue;
     const base = optional ? t.slice(0, -1) : t;
@@ -263,7 +300,11 @@ export type ModelStateEvent =
   | { kind: "loading"; path: string }
   | { kind: "loaded"; model: LoadedModel }
   | { kind: "unloaded" }
+  | { kind: "cancelled"; path: string }
   | { kind: "failed"; path: string; message: string };
+
+/** The message of a load that was cancelled (ModelService.cancelLoad). */
+export const loadCancelledMessage = "load cancelled";
 
 /** Event name → payload. Each is one typed stream (IPC channel `guild:event:<name>`, SSE event `<name>`). */
 export interface AppEvents {

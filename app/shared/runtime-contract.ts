@@ -18,12 +18,23 @@ export const LOAD_STAGES = [
 ] as const;
 export type LoadStage = (typeof LOAD_STAGES)[number];
 
+/**
+ * Per-load settings. The kernel packages directory is not one of them: it is the
+ * RuntimeHost's (RuntimeHostOptions.packagesDir, `--packages-dir`), because which
+ * libraries a load opens is the machine owner's choice, not a caller's.
+ */
 export interface ModelLoadSettings {
   /** CPU worker threads; 0 or absent = every physical core. */
   threads?: number;
   /** Default context of the model's sessions in tokens; 0 or absent = min(training context, 4096). */
   contextSize?: number;
   kvCacheType?: "f16" | "f32";
+  /** "auto" (a CUDA GPU when there is one), "cpu", or "cuda:N" (docs/CUDA.md). */
+  gpu?: "auto" | "cpu" | `cuda:${number}`;
+  /** Device memory the model may use, in GiB; experts beyond it are computed by the CPU. */
+  gpuBudgetGiB?: number;
+  /** Every routed expert on the CPU (dense weights and KV on the GPU). */
+  expertsOnCpu?: boolean;
 }
 
 export interface LoadedModel {

@@ -59,6 +59,36 @@ class LoadModelWorker : public PromiseWorker {
       kv_type_ = ArgString(kv, "options.kvType");
       has_kv_type_ = true;
     }
+    // The kernel packages directory for stage 2 (docs/PACKAGES.md); absent or
+    // null: $GUILD_PACKAGES_DIR, else the user's. The bundled packages are
+    // searched as well either way.
+    Napi::Value packages_dir = options.Get("packagesDir");
+    if (!packages_dir.IsUndefined() && !packages_dir.IsNull()) {
+      packages_dir_ = ArgString(packages_dir, "options.packagesDir");
+      if (packages_dir_.empty()) throw Napi::TypeError::New(Env(), "options.packagesDir must not be empty");
+      has_packages_dir_ = true;
+    }
+    // GPU use (docs/CUDA.md): "auto" | "cpu" | "cuda:N"; a device memory budget in bytes;
+    // every routed expert on the CPU.
+    Napi::Value gpu = options.Get("gpu");
+    if (!gpu.IsUndefined() && !gpu.IsNull()) {
+      gpu_ = ArgString(gpu, "options.gpu");
+      if (gpu_ != "auto" && gpu_ != "cpu" && gpu_.rfind("cuda:", 0) != 0)
+        throw Napi::TypeError::New(Env(), "options.gpu must be \"auto\", \"cpu\" or \"cuda:N\"");
+      has_gpu_ = true;
+    }
+    Napi::Value budget = options.Get("gpuBudgetBytes");
+    if (!budget.IsUndefined() && !budget.IsNull()) {
+      if (!budget.IsNumber()) throw Napi::TypeError::New(Env(), "options.gpuBudgetBytes must be a number");
+      gpu_budget_ = budget.As<Napi::Number>().DoubleValue();
+      if (!(gpu_budget_ > 0) || gpu_budget_ > 1e15)
+        throw Napi::RangeError::New(Env(), "options.gpuBudgetBytes must be a positive number of bytes");
+    }
+    Napi::Value experts_cpu = options.Get("expertsOnCpu");
+    if (!experts_cpu.IsUndefined() && !experts_cpu.IsNull()) {
+      if (!experts_cpu.IsBoolean()) throw Napi::TypeError::New(Env(), "options.expertsOnCpu must be a boolean");
+      experts_on_cpu_ = experts_cpu.As<Napi::Boolean>().Value();
+    }
     bool want_progress = !on_progress.IsUndefined() && !on_progress.IsNull();
     if (want_progress && !on_progress.IsFunction()) throw Napi::TypeError::New(Env(), "onProgress must be a function");
     auto state = state_;
@@ -81,6 +111,10 @@ class LoadModelWorker : public PromiseWorker {
     if (n_threads_ >= 0) params.n_threads = n_threads_;
     if (n_ctx_ >= 0) params.n_ctx = n_ctx_;
     if (has_kv_type_) params.kv_type = kv_type_.c_str();
+    if (has_packages_dir_) params.packages_dir = packages_dir_.c_str();
+    if (has_gpu_) params.gpu = gpu_.c_str();
+    params.gpu_budget_bytes = gpu_budget_;
+    params.experts_on_cpu = experts_on_cpu_ ? 1 : 0;
     params.progress = &LoadModelWorker::OnProgress;
     params.progress_user = this;
 
@@ -157,6 +191,12 @@ class LoadModelWorker : public PromiseWorker {
   int32_t n_ctx_ = -1;
   std::string kv_type_;
   bool has_kv_type_ = false;
+  std::string packages_dir_;
+  bool has_packages_dir_ = false;
+  std::string gpu_;
+  bool has_gpu_ = false;
+  double gpu_budget_ = 0;  // <= 0: the C ABI default (free memory less 1 GiB)
+  bool experts_on_cpu_ = false;
   std::shared_ptr<LoadState> state_ = std::make_shared<LoadState>();
   Napi::FunctionReference on_progress_;
   Napi::ThreadSafeFunction progress_;

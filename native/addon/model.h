@@ -40,6 +40,9 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
 };
 
 // loadModel(path, options?, onProgress?, signal?) -> Promise<Model>
+//   options: {threads?, contextSize?, kvType?, packagesDir?}; packagesDir is
+//   the user's kernel packages directory (default $GUILD_PACKAGES_DIR, else
+//   the user data dir); the bundled packages are searched too.
 Napi::Value LoadModel(const Napi::CallbackInfo& info);
 
 }  // namespace guild_addon

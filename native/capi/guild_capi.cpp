@@ -105,6 +105,11 @@ guild_model* guild_model_load(const char* path, const guild_load_params* params,
       if (params->struct_size >= offsetof(guild_load_params, packages_dir) + sizeof(params->packages_dir) &&
           params->packages_dir)
         opt.packages_dir = params->packages_dir;
+      if (params->struct_size >= offsetof(guild_load_params, experts_on_cpu) + sizeof(params->experts_on_cpu)) {
+        if (params->gpu) opt.gpu = params->gpu;
+        if (params->gpu_budget_bytes > 0) opt.gpu_budget_bytes = static_cast<int64_t>(params->gpu_budget_bytes);
+        opt.experts_on_cpu = params->experts_on_cpu != 0;
+      }
       if (params->progress) {
         auto cb = params->progress;
         void* user = params->progress_user;

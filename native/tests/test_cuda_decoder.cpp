@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "check.h"
+#include "cuda_test_util.h"
 #include "core/json.h"
 #include "cuda/cuda_decoder.h"
 #include "runtime/model.h"
@@ -30,22 +31,11 @@ namespace gc = guild::cuda;
 
 namespace {
 
-json::Value load_json(const std::string& path) {
-  std::string err;
-  auto v = json::parse(check::read_file(path), &err);
-  return v ? *v : json::Value();
-}
-
-std::vector<int32_t> ids_of(const json::Value& arr) {
-  std::vector<int32_t> out;
-  for (const auto& x : arr.as_array()) out.push_back(static_cast<int32_t>(x.as_int()));
-  return out;
-}
-
-void need_gpu() {
-  std::string why;
-  if (!gc::cuda_available(&why)) check::skip_all(why);
-}
+using cuda_test::argmax;
+using cuda_test::ids_of;
+using cuda_test::load_json;
+using cuda_test::margin;
+using cuda_test::need_gpu;
 
 struct Prompt {
   std::string name;
@@ -113,15 +103,6 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
   return out->gpu != nullptr;
 }
 
-int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
-float margin(const float* v, int n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int i = 0; i < n; ++i) {
-    if (v[i] > a) { b = a; a = v[i]; }
-    else if (v[i] > b) b = v[i];
-  }
-  return a - b;
-}
 
 }  // namespace
 

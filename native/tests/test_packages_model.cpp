@@ -1,12 +1,15 @@
 // Kernel packages end to end on the fixture model: stage 2 picks the CPU
-// table among the enabled packages (the profile says which and why), disabling
-// cpu-avx2 makes the next load use cpu-generic with the same greedy tokens
-// (logits within tolerance), and a package leased by a loaded model or a live
-// session cannot be disabled until they are gone.
+// table among the enabled packages of the user's directory and the bundled
+// ones (the profile says which and why), disabling cpu-avx2 makes the next
+// load use cpu-generic with the same greedy tokens (logits within tolerance),
+// a package leased by a loaded model or a live session cannot be disabled
+// until they are gone, and without a usable CPU package a load fails with one
+// clear line: the runtime has no kernels of its own.
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "check.h"
 #include "core/cpu_features.h"
@@ -69,16 +72,36 @@ std::string make_store() {
   return dir + "/store";
 }
 
-std::unique_ptr<GuildModel> load(const std::string& packages_dir) {
+std::unique_ptr<GuildModel> load(const std::string& packages_dir, std::string* error = nullptr, LoadErrorKind* kind = nullptr) {
   LoadOptions opt;
   opt.n_threads = 2;
   opt.n_ctx = 128;
   opt.packages_dir = packages_dir;
   std::string err;
-  auto m = GuildModel::load(model_path(), opt, &err);
-  if (!m) std::printf("  load failed: %s\n", err.c_str());
+  auto m = GuildModel::load(model_path(), opt, &err, kind);
+  if (!m && !error) std::printf("  load failed: %s\n", err.c_str());
+  if (error) *error = err;
   return m;
 }
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 const json::Value& stage(const json::Value& prof, const std::string& name) {
   for (const auto& s : prof["stages"].as_array())
@@ -128,24 +151,28 @@ TEST(generic_and_avx2_packages_agree_and_disable_switches_the_table) {
   const std::vector<Prompt> prompts = fixture_prompts();
   REQUIRE(!prompts.empty());
 
-  // The best package is the table the built-in selection picks, and it gives
-  // the built-in table's logits bit for bit.
-  Run builtin_run;
-  std::string builtin_name;
+  // With nothing in the user's directory the bundled packages (this build's)
+  // serve the load; the same packages installed in the user's directory hide
+  // them and give the same table, bit for bit.
+  Run bundled_run;
+  std::string bundled_name;
   {
     auto m = load(check::tmp_dir() + "/no-such-packages-dir");
     REQUIRE(m);
-    builtin_name = m->kernels().name;
-    builtin_run = greedy(*m, prompts);
+    bundled_name = m->kernels().name;
+    bundled_run = greedy(*m, prompts);
   }
   {
     auto m = load(dir);
     REQUIRE(m);
-    CHECK_MSG(builtin_name == m->kernels().name, "package %s vs built-in %s", m->kernels().name, builtin_name.c_str());
+    CHECK_MSG(bundled_name == m->kernels().name, "installed %s vs bundled %s", m->kernels().name, bundled_name.c_str());
+    const json::Value prof = m->profile().to_json();
+    for (const auto& p : stage(prof, "packages")["detail"]["loaded"].as_array())
+      CHECK_MSG(p["source"].as_string() == "user", "%s from %s", p["name"].as_string().c_str(), p["source"].as_string().c_str());
     const Run r = greedy(*m, prompts);
-    if (builtin_name == m->kernels().name) {
-      CHECK(r.tokens == builtin_run.tokens);
-      CHECK(max_diff(r.logits, builtin_run.logits) == 0.0);
+    if (bundled_name == m->kernels().name) {
+      CHECK(r.tokens == bundled_run.tokens);
+      CHECK(max_diff(r.logits, bundled_run.logits) == 0.0);
     }
   }
   // Compare cpu-avx2 with cpu-generic: keep cpu-avx512 out of the way.
@@ -209,19 +236,54 @@ TEST(generic_and_avx2_packages_agree_and_disable_switches_the_table) {
   if (have_avx512) CHECK(store.enable("cpu-avx512", &err) == PackageStatus::Ok);
 }
 
-TEST(missing_packages_dir_falls_back_to_built_in_tables) {
+TEST(bundled_packages_serve_a_load_without_a_user_directory) {
   auto m = load(check::tmp_dir() + "/no-such-packages-dir");
   REQUIRE(m);
   const json::Value prof = m->profile().to_json();
   const json::Value& st = stage(prof, "packages");
-  CHECK(st["detail"]["cpu_source"].as_string() == "built-in");
-  CHECK(st["detail"]["note"].as_string().find("no packages directory") != std::string::npos);
-  bool fb = false;
-  for (const auto& f : prof["fallbacks"].as_array()) fb = fb || f["stage"].as_string() == "packages";
-  CHECK(fb);
+  CHECK(st["detail"]["cpu_source"].as_string() == "package");
+  CHECK(!st["detail"]["bundled_dir"].as_string().empty());
+  REQUIRE(st["detail"]["loaded"].size() > 0);
+  for (const auto& p : st["detail"]["loaded"].as_array()) CHECK(p["source"].as_string() == "bundled");
+  // Every op class is named, by the provider that serves it.
+  for (const char* op : {"dequant", "vec_dot", "gemm", "quantize_act", "float_ops", "attention"})
+    CHECK_MSG(st["detail"]["providers"]["ops"][op].as_string() == m->kernels().name, "%s", op);
+  CHECK(st["detail"]["providers"]["type_rows"].size() == 0);
 }
 
-TEST(force_kernels_picks_a_loaded_package_or_the_built_in_table) {
+TEST(load_fails_clearly_without_a_usable_cpu_package) {
+  const std::string empty = check::tmp_dir() + "/packages-none-" + std::to_string(::getpid());
+  fs::remove_all(empty);
+  std::string err;
+  LoadErrorKind kind = LoadErrorKind::None;
+  {
+    // No bundled packages and an empty user directory: nothing to run on.
+    ScopedEnv no_bundled("GUILD_BUNDLED_PACKAGES_DIR", "");
+    CHECK(!load(empty, &err, &kind));
+    std::printf("  %s\n", err.c_str());
+    CHECK(kind == LoadErrorKind::Unsupported);
+    CHECK(err.find("no usable CPU kernel package in " + empty) != std::string::npos);
+    CHECK_MSG(err.find(empty) != std::string::npos, "the packages directory is not named: %s", err.c_str());
+    CHECK(err.find('\n') == std::string::npos);
+  }
+  // Every package disabled (the bundled ones through the user's state file):
+  // the error names each package and why it was not used.
+  PackageStore store(empty);
+  for (const auto& e : store.list()) CHECK_MSG(store.disable(e.name, &err) == PackageStatus::Ok, "%s", err.c_str());
+  CHECK(!store.list().empty());
+  CHECK(!load(empty, &err, &kind));
+  std::printf("  %s\n", err.c_str());
+  CHECK(kind == LoadErrorKind::Unsupported);
+  CHECK(err.find("cpu-generic: disabled") != std::string::npos);
+  CHECK(err.find("bundled packages in") != std::string::npos);
+  // Enabling one is enough again.
+  CHECK(store.enable("cpu-generic", &err) == PackageStatus::Ok);
+  auto m = load(empty);
+  REQUIRE(m);
+  CHECK(std::string(m->kernels().name) == "cpu-generic");
+}
+
+TEST(force_kernels_picks_among_the_loaded_packages) {
   if (!cpu_features().has_avx2_table_isa()) SKIP_TEST("this CPU lacks AVX2+FMA+F16C");
   if (std::getenv("GUILD_FORCE_KERNELS")) SKIP_TEST("GUILD_FORCE_KERNELS is set");
   const std::string dir = make_store();

@@ -1,7 +1,7 @@
 // Kernel packages: .gkpkg archives, the PackageStore (install → enable →
-// disable → uninstall, leases, state file) and the loader, on the built-in
-// packages this build wrote to GUILD_BUILT_PACKAGES_DIR. Every bad input is a
-// clear error, never a crash.
+// disable → uninstall, leases, state file), its bundled layer, the loader and
+// the per-op provider priority, on the built-in packages this build wrote to
+// GUILD_BUILT_PACKAGES_DIR. Every bad input is a clear error, never a crash.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +25,12 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kBuilt = GUILD_BUILT_PACKAGES_DIR;
+
+// Most tests here check one user directory on its own: without a bundled
+// layer (the runtime would otherwise add this build's packages, found by
+// bundled_packages_dir(), to every list). The bundled-layer tests name their
+// bundled directory explicitly.
+const bool kNoDiscoveredBundledPackages = [] { return ::setenv("GUILD_BUNDLED_PACKAGES_DIR", "", 1) == 0; }();
 
 std::string fresh_dir(const std::string& tag) {
   const std::string d = check::tmp_dir() + "/packages-" + tag + "-" + std::to_string(::getpid());
@@ -75,6 +81,7 @@ const PackageEntry* find(const std::vector<PackageEntry>& v, const std::string& 
 }  // namespace
 
 TEST(built_packages_have_valid_manifests_and_checksums) {
+  REQUIRE(kNoDiscoveredBundledPackages);
   for (const char* name : {"cpu-generic", "cpu-avx2"}) {
     std::string err;
     auto m = read_manifest_file(kBuilt + "/" + name + "/" + name + ".gkmetadata", &err);
@@ -398,4 +405,144 @@ TEST(another_process_using_a_package_blocks_disable_until_it_exits) {
   write(sdir + "/.leases/999999999-0.json", "{\"pid\": 999999999, \"package\": \"cpu-generic\", \"holder\": \"model ghost.gguf\"}\n");
   CHECK(store.uninstall("cpu-generic", &err) == PackageStatus::Ok);
   CHECK(!fs::exists(sdir + "/.leases/999999999-0.json"));
+}
+
+TEST(bundled_packages_dir_is_found_without_setup) {
+  // $GUILD_BUNDLED_PACKAGES_DIR decides when set ("" = no bundled layer).
+  CHECK(bundled_packages_dir().empty());
+  ::setenv("GUILD_BUNDLED_PACKAGES_DIR", "/somewhere/packages", 1);
+  CHECK(bundled_packages_dir() == "/somewhere/packages");
+  // Unset: this test binary sits in <build>/native/tests, away from
+  // <build>/packages, so the build tree's directory compiled into the runtime is used.
+  ::unsetenv("GUILD_BUNDLED_PACKAGES_DIR");
+  const std::string found = bundled_packages_dir();
+  std::error_code ec;
+  CHECK_MSG(fs::equivalent(found, kBuilt, ec), "found '%s', built '%s'", found.c_str(), kBuilt.c_str());
+  // The default store (user directory + discovered bundled packages) lists them.
+  const std::string user = fresh_dir("discover") + "/user";
+  const auto list = PackageStore(user).list();
+  CHECK(find(list, "cpu-generic") && find(list, "cpu-generic")->source == PackageSource::Bundled);
+  CHECK(!fs::exists(user));  // listing creates nothing
+  ::setenv("GUILD_BUNDLED_PACKAGES_DIR", "", 1);
+}
+
+TEST(bundled_layer_enable_disable_shadow_and_uninstall) {
+  const std::string dir = fresh_dir("bundled");
+  const std::string user = dir + "/user";
+  PackageStore store(user, kBuilt);
+  std::string err;
+  // Nothing installed: the bundled packages are listed (and loaded) as they are.
+  auto list = store.list();
+  const PackageEntry* gen = find(list, "cpu-generic");
+  REQUIRE(gen);
+  CHECK(gen->source == PackageSource::Bundled && gen->enabled && gen->compatible && gen->shadows.empty());
+  CHECK(fs::path(gen->path).parent_path() == fs::path(kBuilt));
+  json::Value j = store.list_json();
+  CHECK(j["bundled_dir"].as_string() == kBuilt);
+  CHECK(!j["exists"].as_bool(true));
+  auto r = load_enabled_packages(store, "");
+  CHECK(!r.dir_exists && r.bundled_dir == kBuilt);
+  auto best = pick_cpu_provider(r, nullptr, nullptr);
+  REQUIRE(best);
+  CHECK(best->source == PackageSource::Bundled);
+
+  // Disabling a bundled package writes the user's state file (made on demand);
+  // the bundled directory is never written.
+  CHECK_MSG(store.disable("cpu-generic", &err) == PackageStatus::Ok, "%s", err.c_str());
+  CHECK(fs::exists(user + "/state.json"));
+  CHECK(!find(store.list(), "cpu-generic")->enabled);
+  r = load_enabled_packages(store, "");
+  bool skipped = false;
+  for (const auto& s : r.skipped) skipped = skipped || (s.name == "cpu-generic" && s.reason == "disabled");
+  CHECK(skipped);
+  for (const auto& p : r.loaded) CHECK(p->manifest.name != "cpu-generic");
+  CHECK(store.enable("cpu-generic", &err) == PackageStatus::Ok);
+
+  // A bundled package cannot be uninstalled: it would come back with the next update.
+  CHECK(store.uninstall("cpu-generic", &err) == PackageStatus::InvalidArgument);
+  CHECK_MSG(err.find("bundled") != std::string::npos && err.find("disable it instead") != std::string::npos, "%s", err.c_str());
+  CHECK(fs::exists(kBuilt + "/cpu-generic"));
+  CHECK(store.disable("cpu-nope", &err) == PackageStatus::NotFound);
+  CHECK_MSG(err.find("or the bundled packages") != std::string::npos, "%s", err.c_str());
+
+  // An installed package of the same name hides the bundled one and is the one loaded.
+  const std::string pkg = dir + "/g.gkpkg";
+  REQUIRE(pack_package_dir(kBuilt + "/cpu-generic", pkg, &err));
+  CHECK_MSG(store.install(pkg, &err) == PackageStatus::Ok, "%s", err.c_str());
+  list = store.list();
+  size_t generic_entries = 0;
+  for (const auto& e : list) generic_entries += e.name == "cpu-generic";
+  CHECK(generic_entries == 1);
+  gen = find(list, "cpu-generic");
+  CHECK(gen->source == PackageSource::User && gen->shadows == kBuilt + "/cpu-generic");
+  r = load_enabled_packages(store, "");
+  bool user_copy = false;
+  for (const auto& p : r.loaded)
+    if (p->manifest.name == "cpu-generic") user_copy = p->source == PackageSource::User && p->library_path.rfind(user, 0) == 0;
+  CHECK(user_copy);
+  // Uninstalling it brings the bundled one back.
+  CHECK(store.uninstall("cpu-generic", &err) == PackageStatus::Ok);
+  CHECK(find(store.list(), "cpu-generic")->source == PackageSource::Bundled);
+
+  // The bundled directory used as the user's directory is listed once.
+  const auto same = PackageStore(kBuilt, kBuilt).list();
+  size_t n = 0;
+  for (const auto& e : same) n += e.name == "cpu-generic";
+  CHECK(n == 1);
+  CHECK(PackageStore(kBuilt, kBuilt).bundled_dir().empty());
+}
+
+TEST(per_op_priority_fills_in_what_the_chosen_provider_lacks) {
+  // A provider table may leave rows empty (a type it does not support, an
+  // activation quantizer it does not have); the next provider in priority
+  // order serves those ops. Built here from the real packages: "cpu-partial"
+  // is cpu-generic's table without its Q4_K row and its Q8_K quantizer.
+  std::string err;
+  auto open_built = [&](const std::string& name) {
+    auto m = read_manifest_file(kBuilt + "/" + name + "/" + name + ".gkmetadata", &err);
+    return m ? open_provider(kBuilt + "/" + name + "/lib" + name + ".so", *m, &err) : nullptr;
+  };
+  auto generic = open_built("cpu-generic");
+  REQUIRE(generic && generic->cpu);
+  // A second real library, whose pointers differ from cpu-generic's.
+  auto other = has_avx2() ? open_built("cpu-avx2") : open_built("cpu-generic");
+  REQUIRE(other && other->cpu);
+
+  const uint32_t q4k = static_cast<uint32_t>(TensorType::Q4_K), q8k = static_cast<uint32_t>(TensorType::Q8_K);
+  const uint32_t q80 = static_cast<uint32_t>(TensorType::Q8_0);
+  auto partial = std::make_shared<LoadedProvider>();
+  partial->manifest = other->manifest;
+  partial->manifest.name = "cpu-partial";
+  partial->score = 50;
+  partial->composed = *other->cpu;
+  partial->composed.types[q4k] = TypeKernels{};
+  partial->composed.quantize_act[q8k] = nullptr;
+  partial->cpu = &partial->composed;
+
+  PackageLoadResult r;
+  r.dir = fresh_dir("compose");
+  r.loaded = {partial, generic};
+  CHECK(pick_cpu_provider(r, nullptr, nullptr) == partial);
+  CpuOpProviders ops;
+  {
+    auto composed = compose_cpu_kernels(partial, r, "model t.gguf", &ops);
+    REQUIRE(composed && composed != partial && composed->cpu);
+    CHECK(ops.primary == "cpu-partial");
+    CHECK(composed->cpu->types[q4k].vec_dot == generic->cpu->types[q4k].vec_dot);
+    CHECK(composed->cpu->types[q4k].dequant_row == generic->cpu->types[q4k].dequant_row);
+    CHECK(composed->cpu->types[q4k].gemm == generic->cpu->types[q4k].gemm);
+    CHECK(composed->cpu->types[q80].vec_dot == other->cpu->types[q80].vec_dot);
+    CHECK(composed->cpu->quantize_act[q8k] == generic->cpu->quantize_act[q8k]);
+    CHECK(composed->cpu->attn_scores_f16 == other->cpu->attn_scores_f16);
+    CHECK(ops.type_rows.size() == 1 && ops.type_rows[0].first == "q4_K" && ops.type_rows[0].second == "cpu-generic");
+    CHECK(ops.act_quantizers.size() == 1 && ops.act_quantizers[0].second == "cpu-generic");
+    // The contributor is leased for the composed table's life, here and for other processes.
+    const auto holders = package_holders(r.dir, "cpu-generic");
+    CHECK(holders.size() == 1 && holders[0] == "model t.gguf");
+    CHECK(fs::exists(r.dir + "/.leases"));
+  }
+  CHECK(package_holders(r.dir, "cpu-generic").empty());
+  // A provider that lacks nothing is used as it is.
+  CHECK(compose_cpu_kernels(generic, r, "model t.gguf", &ops) == generic);
+  CHECK(ops.type_rows.empty() && ops.act_quantizers.empty());
 }

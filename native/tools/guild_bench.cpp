@@ -13,7 +13,11 @@
 #include <vector>
 
 #include "core/json.h"
+#include "runtime/gpu_execution.h"
 #include "runtime/model.h"
+#if GUILD_HAVE_CUDA
+#include "cuda/cuda_decoder.h"
+#endif
 #include "runtime/session.h"
 #include "tool_args.h"
 
@@ -25,8 +29,12 @@ const char* kUsage =
     "usage: guild-bench --model PATH [--threads N] [--prompt-tokens 512] [--gen-tokens 128] [--reps 3]\n"
     "                   [--ctx N] [--kv f16|f32] [--profile-out FILE] [--seed S]\n"
     "                   [--prompt-file FILE] [--warmup N]\n"
+    "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
-    "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps\n";
+    "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps\n"
+    "  --gpu: where to run (default auto: the GPU when the build and machine have one)\n"
+    "  --gpu-budget-gib X: device memory for the model; experts beyond it are computed by the CPU pool\n"
+    "  --experts-cpu: every routed expert on the CPU (dense weights and KV on the GPU)\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -47,7 +55,9 @@ double peak_rss_bytes() {
 
 int main(int argc, char** argv) {
   tools::Args args;
-  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup"}, {},
+  if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup",
+                   "gpu", "gpu-budget-gib"},
+                  {"experts-cpu"},
                   kUsage))
     return 2;
   if (!args.has("model")) { std::fprintf(stderr, "%s", kUsage); return 2; }
@@ -73,8 +83,21 @@ int main(int argc, char** argv) {
   opt.n_threads = static_cast<int>(args.get_int("threads", 0));
   opt.n_ctx = static_cast<int>(args.get_int("ctx", n_prompt + n_gen + 8));
   opt.kv_type = args.get("kv", "f16") == "f32" ? KvType::F32 : KvType::F16;
+  opt.gpu = args.get("gpu", "");
+  if (args.has("gpu-budget-gib")) {
+    const double gib = std::stod(args.get("gpu-budget-gib"));
+    if (!(gib > 0)) tools::die("--gpu-budget-gib must be positive");
+    opt.gpu_budget_bytes = static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+  }
+  opt.experts_on_cpu = args.has("experts-cpu");
   std::string err;
   const auto t_load = std::chrono::steady_clock::now();
+  // Load progress on stderr (the JSON result goes to stdout).
+  opt.progress = [t_load](const char* stage, double) {
+    std::fprintf(stderr, "[%8.1f ms] load: %s\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count(), stage);
+    return true;
+  };
   auto model = GuildModel::load(args.get("model"), opt, &err);
   if (!model) tools::die(err);
   if (args.has("profile-out")) {
@@ -107,6 +130,9 @@ int main(int argc, char** argv) {
     req.ignore_eog = true;
     if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
   }
+#if GUILD_HAVE_CUDA
+  if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
+#endif
   std::vector<double> pp, tg, ttft;
   for (int r = 0; r < reps; ++r) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
@@ -138,6 +164,31 @@ int main(int argc, char** argv) {
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));
   out.set("ttft_ms", stats(ttft));
   out.set("peak_rss_bytes", peak_rss_bytes());
+  json::Value gpu = json::Value::object();
+#if GUILD_HAVE_CUDA
+  if (GpuExecution* g = model->gpu()) {
+    const auto& mem = g->decoder().memory();
+    gpu.set("mode", g->hybrid() ? (opt.experts_on_cpu ? "experts on the CPU" : "hybrid") : "all on the GPU");
+    gpu.set("vram_bytes", static_cast<double>(mem.total()));
+    gpu.set("vram_weights_bytes", static_cast<double>(mem.weights));
+    gpu.set("vram_expert_cache_bytes", static_cast<double>(mem.expert_cache));
+    gpu.set("vram_kv_bytes", static_cast<double>(mem.kv_cache));
+    gpu.set("vram_scratch_bytes", static_cast<double>(mem.scratch));
+    unsigned long long n_moe = 0;
+    for (const auto& L : model->weights().layers) n_moe += L.is_moe();
+    gpu.set("gpu_experts", static_cast<unsigned long long>(g->cached_experts()));
+    gpu.set("cpu_experts", static_cast<unsigned long long>(n_moe * model->hparams().n_expert - g->cached_experts()));
+    gpu.set("cache_hit_rate", g->take_hit_rate());
+    gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
+    gpu.set("graph_replays", g->decoder().graph_replays());
+    if (opt.gpu_budget_bytes > 0) gpu.set("budget_gib", opt.gpu_budget_bytes / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    gpu.set("mode", "cpu only");
+  }
+#else
+  gpu.set("mode", "cpu only (no CUDA in this build)");
+#endif
+  out.set("gpu", std::move(gpu));
   std::printf("%s\n", json::serialize(out, true).c_str());
   return 0;
 }

@@ -21,10 +21,11 @@ const flags = {
   threads: { type: "int", min: 0, max: 4096 },
   ctx: { type: "int", min: 0, max: int32Max },
   "kv-type": { type: "string", choices: ["f16", "f32"] },
+  "packages-dir": { type: "string" },
 } as const satisfies FlagSpecs;
 
 const usage =
-  "guild eval --model PATH --prompt-tokens ID,ID,... --logits-out FILE [--last] [--threads N] [--ctx N] [--kv-type f16|f32]";
+  "guild eval --model PATH --prompt-tokens ID,ID,... --logits-out FILE [--last] [--threads N] [--ctx N] [--kv-type f16|f32] [--packages-dir DIR]";
 
 /** The context a sequence needs: its length rounded up to 64 (as the reference logits were made). */
 function contextFor(n: number): number {
@@ -49,7 +50,7 @@ async function run(argv: readonly string[]): Promise<number> {
   let session: GuildSession | undefined;
   try {
     try {
-      model = await openModel(file, { threads: f.threads, kvCacheType: f["kv-type"], signal: interrupt.signal });
+      model = await openModel(file, { threads: f.threads, kvCacheType: f["kv-type"], packagesDir: f["packages-dir"], signal: interrupt.signal });
     } catch (err) {
       if (interrupt.interrupted) return exitInterrupted;
       throw err;

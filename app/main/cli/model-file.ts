@@ -5,7 +5,7 @@ import { stat } from "node:fs/promises";
 import { embeddedModelPath } from "../paths.js";
 import { GuildModel } from "../runtime/model.js";
 import { NativeAddonError } from "../runtime/native.js";
-import type { KvCacheType } from "../runtime/options.js";
+import type { GpuChoice, KvCacheType } from "../runtime/options.js";
 import { CliError, fileError } from "./errors.js";
 
 /** The model `guild run` uses without --model: $GUILD_MODEL, else the embedded default. */
@@ -38,6 +38,11 @@ export interface OpenModelOptions {
   threads?: number | undefined;
   contextSize?: number | undefined;
   kvCacheType?: KvCacheType | undefined;
+  /** The user's kernel packages directory (--packages-dir); absent: $GUILD_PACKAGES_DIR, else the user's. */
+  packagesDir?: string | undefined;
+  gpu?: GpuChoice | undefined;
+  gpuBudgetGiB?: number | undefined;
+  expertsOnCpu?: boolean | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -49,6 +54,10 @@ export async function openModel(file: string, options: OpenModelOptions = {}): P
       ...(options.threads !== undefined && { threads: options.threads }),
       ...(options.contextSize !== undefined && { contextSize: options.contextSize }),
       ...(options.kvCacheType !== undefined && { kvCacheType: options.kvCacheType }),
+      ...(options.packagesDir !== undefined && { packagesDir: options.packagesDir }),
+      ...(options.gpu !== undefined && { gpu: options.gpu }),
+      ...(options.gpuBudgetGiB !== undefined && { gpuBudgetGiB: options.gpuBudgetGiB }),
+      ...(options.expertsOnCpu !== undefined && { expertsOnCpu: options.expertsOnCpu }),
       ...(options.signal !== undefined && { signal: options.signal }),
     });
   } catch (err) {

@@ -1,7 +1,9 @@
 // guild packages: list/pack/install/enable/disable/uninstall through the CLI,
-// its exit codes and one-line errors, and the done-when check: with
-// GUILD_PACKAGES_DIR set, disabling cpu-avx2 makes the next `guild run` load
-// cpu-generic and the greedy output is unchanged.
+// its exit codes and one-line errors, and the done-when checks: on a fresh
+// user folder `list` shows the bundled packages; with GUILD_PACKAGES_DIR set,
+// disabling cpu-avx2 makes the next `guild run` load cpu-generic and the
+// greedy output is unchanged; with no usable CPU package `guild run
+// --packages-dir DIR` fails in one line naming DIR.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -10,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 
 import { errorLines, runCli } from "../../test/cli.js";
 import { haveFixtures, modelPath } from "../../test/fixtures.js";
-import { projectRoot } from "../paths.js";
+import { embeddedModelPath, projectRoot } from "../paths.js";
 import { loadNative } from "../runtime/native.js";
 
 const builtDir = process.env["GUILD_BUILT_PACKAGES"] ?? path.join(projectRoot(), "build", "packages");
@@ -32,10 +34,19 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 interface ListJson {
   dir: string;
   exists: boolean;
-  packages: { name: string; version: string | null; enabled: boolean; compatible: boolean; reason: string | null; pinnedBy: string[] }[];
+  bundledDir: string | null;
+  packages: {
+    name: string; version: string | null; source: string; enabled: boolean; compatible: boolean; reason: string | null; pinnedBy: string[];
+  }[];
 }
 
-function ok(args: string[], env: NodeJS.ProcessEnv = {}): string {
+// One user folder on its own: no bundled packages (docs/PACKAGES.md). The
+// tests of the bundled layer pass `asAUser` and find them as a user would
+// (an undefined value leaves the variable out of the CLI's environment).
+const isolated: NodeJS.ProcessEnv = { GUILD_BUNDLED_PACKAGES_DIR: "" };
+const asAUser: NodeJS.ProcessEnv = { GUILD_BUNDLED_PACKAGES_DIR: undefined };
+
+function ok(args: string[], env: NodeJS.ProcessEnv = isolated): string {
   const r = runCli(["packages", ...args], { env });
   expect(r.stderr).toBe("");
   expect(r.status).toBe(0);
@@ -52,7 +63,7 @@ describe.skipIf(skip)("guild packages", () => {
     expect(generic).toMatchObject({ version: "1.0.0", enabled: true, compatible: true, reason: null, pinnedBy: [] });
     expect(list.packages.find((p) => p.name === "cpu-avx2")!.compatible).toBe(hasAvx2);
     const text = ok(["list", "--packages-dir", builtDir]);
-    expect(text).toMatch(/cpu-generic\s+1\.0\.0\s+enabled\s+compatible/);
+    expect(text).toMatch(/cpu-generic\s+1\.0\.0\s+user\s+enabled\s+compatible/);
   });
 
   it("pack → install → disable → enable → uninstall", () => {
@@ -68,7 +79,7 @@ describe.skipIf(skip)("guild packages", () => {
     list = JSON.parse(ok(["list", "--json", "--packages-dir", dir])) as ListJson;
     expect(list.packages).toEqual([]);
     // GUILD_PACKAGES_DIR is the default directory.
-    expect(ok(["list"], { GUILD_PACKAGES_DIR: dir })).toMatch(new RegExp(`no kernel packages in ${dir}`));
+    expect(ok(["list"], { ...isolated, GUILD_PACKAGES_DIR: dir })).toMatch(new RegExp(`no kernel packages in ${dir}`));
   });
 
   it("fails with one clear line: unknown package, corrupt archive, bad usage", () => {
@@ -99,7 +110,7 @@ describe.skipIf(skip)("guild packages", () => {
     const run = (): number[] => {
       const r = runCli(
         ["run", "--model", modelPath("qwen3moe-a-Q8_0.gguf"), "--prompt-tokens", "2501,872,198,1639,266,374,279,2062", "--n-predict", "12", "--temperature", "0", "--threads", "2", "--json"],
-        { env: { GUILD_PACKAGES_DIR: dir } },
+        { env: { ...isolated, GUILD_PACKAGES_DIR: dir } },
       );
       expect(r.status).toBe(0);
       const done = r.stdout.split("\n").filter((l) => l.includes('"event":"done"'))[0]!;
@@ -110,5 +121,43 @@ describe.skipIf(skip)("guild packages", () => {
     const withGeneric = run();
     expect(withAvx2.length).toBe(12);
     expect(withGeneric).toEqual(withAvx2);
+  });
+
+  it("a fresh user folder lists the bundled packages found next to the addon", () => {
+    const dir = path.join(work, "fresh");
+    const list = JSON.parse(ok(["list", "--json", "--packages-dir", dir], asAUser)) as ListJson;
+    expect(list).toMatchObject({ dir, exists: false });
+    expect(list.bundledDir).not.toBeNull();
+    expect(list.packages.map((p) => p.name)).toEqual(expect.arrayContaining(["cpu-generic", "cpu-avx2"]));
+    for (const p of list.packages) expect(p.source).toBe("bundled");
+    expect(list.packages.find((p) => p.name === "cpu-avx2")!.compatible).toBe(hasAvx2);
+    expect(existsSync(dir)).toBe(false); // listing creates nothing
+    expect(ok(["list", "--packages-dir", dir], asAUser)).toMatch(/cpu-generic\s+1\.0\.0\s+bundled\s+enabled\s+compatible/);
+    const r = runCli(["packages", "uninstall", "cpu-generic", "--packages-dir", dir], { env: asAUser });
+    expect(r.status).toBe(1);
+    expect(errorLines(r.stderr)).toEqual([expect.stringMatching(/^guild: error: cpu-generic is bundled .*disable it instead$/)]);
+  });
+
+  it("run --packages-dir: no usable CPU package fails in one line naming the folder; enabling one is enough", () => {
+    const dir = path.join(work, "none-usable");
+    const names = (JSON.parse(ok(["list", "--json", "--packages-dir", dir], asAUser)) as ListJson).packages.map((p) => p.name);
+    for (const name of names) ok(["disable", name, "--packages-dir", dir], asAUser);
+    const run = () => runCli(
+      ["run", "--model", embeddedModelPath(), "--prompt-tokens", "1,2,3", "--n-predict", "2", "--temperature", "0", "--threads", "2", "--json", "--packages-dir", dir],
+      { env: { ...asAUser, GUILD_PACKAGES_DIR: path.join(work, "not-this-one") } },
+    );
+    let r = run();
+    expect(r.status).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`no usable CPU kernel package in ${dir}`);
+    expect(lines[0]).toMatch(/cpu-generic: disabled/);
+    ok(["enable", "cpu-generic", "--packages-dir", dir], asAUser);
+    r = run();
+    expect(r.status, r.stderr).toBe(0);
+    const profile = JSON.parse(r.stdout.split("\n")[0]!) as { profile?: { stages: { name: string; detail: Record<string, unknown> }[] } };
+    const stage = profile.profile?.stages.find((s) => s.name === "packages");
+    expect(stage?.detail["cpu_kernels"]).toBe("cpu-generic");
+    expect(stage?.detail["dir"]).toBe(dir);
   });
 });

@@ -54,7 +54,8 @@ function describe(p: PackageInfo): string {
   const compat = p.compatible ? "compatible" : `incompatible: ${p.reason ?? "unknown reason"}`;
   const pinned = p.pinnedBy.length > 0 ? `; in use by ${p.pinnedBy.join(", ")}` : "";
   const pins = p.modelPins.length > 0 ? `; pinned: ${p.modelPins.map((m) => `${m.model}@${m.version}`).join(", ")}` : "";
-  return `${p.name.padEnd(16)} ${(p.version ?? "-").padEnd(8)} ${state.padEnd(8)} ${compat}${pinned}${pins}`;
+  const shadows = p.shadows !== null ? "; hides the bundled one" : "";
+  return `${p.name.padEnd(16)} ${(p.version ?? "-").padEnd(8)} ${p.source.padEnd(8)} ${state.padEnd(8)} ${compat}${pinned}${pins}${shadows}`;
 }
 
 async function run(argv: readonly string[]): Promise<number> {
@@ -83,11 +84,14 @@ async function run(argv: readonly string[]): Promise<number> {
       const list = unwrap(await service.list());
       if (f.json) {
         out.line(JSON.stringify(list, null, 2));
-      } else if (list.packages.length === 0) {
-        out.line(`no kernel packages in ${list.dir}${list.exists ? "" : " (the directory does not exist)"}`);
       } else {
-        out.line(`kernel packages in ${list.dir}:`);
-        for (const p of list.packages) out.line("  " + describe(p));
+        const bundled = list.bundledDir !== null ? ` and the bundled packages in ${list.bundledDir}` : "";
+        if (list.packages.length === 0) {
+          out.line(`no kernel packages in ${list.dir}${list.exists ? "" : " (the directory does not exist)"}${bundled}`);
+        } else {
+          out.line(`kernel packages in ${list.dir}${bundled}:`);
+          for (const p of list.packages) out.line("  " + describe(p));
+        }
       }
       break;
     }

@@ -14,6 +14,7 @@ import { Interrupt } from "./interrupt.js";
 import { defaultModelPath, openModel } from "./model-file.js";
 import { Output } from "./output.js";
 import { checkTokenIds } from "./tokens.js";
+import { gpuFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -34,6 +35,10 @@ const flags = {
   chat: { type: "boolean" },
   json: { type: "boolean" },
   "profile-out": { type: "string" },
+  "packages-dir": { type: "string" },
+  gpu: { type: "string" },
+  "gpu-budget": { type: "number", above: 0 },
+  "experts-cpu": { type: "boolean" },
 } as const satisfies FlagSpecs;
 
 type RunFlags = ParsedFlags<typeof flags>;
@@ -41,7 +46,8 @@ type RunFlags = ParsedFlags<typeof flags>;
 const usage =
   "guild run [--model PATH] (--prompt TEXT | --prompt-tokens ID,ID,...) [--n-predict N] [--temperature T] " +
   "[--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] " +
-  "[--kv-type f16|f32] [--chat] [--json] [--profile-out FILE]";
+  "[--kv-type f16|f32] [--chat] [--json] [--profile-out FILE] [--packages-dir DIR] " +
+  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu]";
 
 function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal"> {
   return {
@@ -162,6 +168,10 @@ async function run(argv: readonly string[]): Promise<number> {
         threads: f.threads,
         contextSize: f.ctx,
         kvCacheType: f["kv-type"],
+        packagesDir: f["packages-dir"],
+        gpu: gpuFlag(f.gpu, usage),
+        gpuBudgetGiB: f["gpu-budget"],
+        expertsOnCpu: f["experts-cpu"],
         signal: interrupt.signal,
       });
     } catch (err) {

@@ -3,6 +3,8 @@
 // `guild run --chat`, the safe-default refusals and a graceful stop.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createServer } from "node:net";
+import os from "node:os";
+import path from "node:path";
 
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -111,7 +113,7 @@ describe("guild serve: safe defaults and bad usage", () => {
   });
 
   it("rejects malformed flags with exit 2 and a missing model with exit 1", () => {
-    for (const args of [["--port", "70000"], ["--port", "x"], ["--allow-origin", "not an origin"], ["--bogus"], ["--threads", "-1"], ["--api-key", ""]]) {
+    for (const args of [["--port", "70000"], ["--port", "x"], ["--allow-origin", "not an origin"], ["--bogus"], ["--threads", "-1"], ["--api-key", ""], ["--packages-dir", " "]]) {
       const r = runCli(["serve", ...args]);
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(/^guild: error: /);
@@ -119,6 +121,17 @@ describe("guild serve: safe defaults and bad usage", () => {
     const r = runCli(["serve", "--model", "/nonexistent/model.gguf", "--port", "0"]);
     expect(r.status).toBe(1);
     expect(errorLines(r.stderr)).toEqual(["guild: error: /nonexistent/model.gguf: no such file"]);
+  });
+
+  it("loads with the kernel packages of --packages-dir: none usable there is one line naming it (exit 1)", () => {
+    const dir = path.join(os.tmpdir(), `guild-serve-no-packages-${process.pid}`);
+    // No bundled packages and an empty folder: nothing to run the model on.
+    const r = runCli(["serve", "--port", "0", "--packages-dir", dir], { env: { GUILD_MODEL: "", GUILD_BUNDLED_PACKAGES_DIR: "" } });
+    expect(r.status).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^guild: error: /);
+    expect(lines[0]).toContain(`no usable CPU kernel package in ${dir}`);
   });
 
   it("reports a port in use in one line (exit 1)", async () => {

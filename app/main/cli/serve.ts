@@ -10,6 +10,7 @@ import { parseFlags, type FlagSpecs } from "./args.js";
 import type { Command } from "./command.js";
 import { CliError, exitInterrupted, exitOk, fileError, UsageError } from "./errors.js";
 import { checkModelFile, defaultModelPath } from "./model-file.js";
+import { gpuFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -23,11 +24,16 @@ const flags = {
   ctx: { type: "int", min: 0, max: int32Max },
   "kv-type": { type: "string", choices: ["f16", "f32"] },
   "max-queue": { type: "int", min: 0, max: 100_000 },
+  "packages-dir": { type: "string" },
+  gpu: { type: "string" },
+  "gpu-budget": { type: "number", above: 0 },
+  "experts-cpu": { type: "boolean" },
 } as const satisfies FlagSpecs;
 
 const usage =
   "guild serve [--model PATH] [--port N] [--host ADDR] [--api-key KEY] [--allow-origin ORIGIN ...] " +
-  "[--threads N] [--ctx N] [--kv-type f16|f32] [--max-queue N]";
+  "[--threads N] [--ctx N] [--kv-type f16|f32] [--max-queue N] [--packages-dir DIR] " +
+  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu]";
 
 /** Takes every `--allow-origin X` / `--allow-origin=X` out of argv (the flag may repeat; values may be comma-separated). */
 function takeOrigins(argv: readonly string[]): { rest: string[]; origins: string[] } {
@@ -60,8 +66,12 @@ async function run(argv: readonly string[]): Promise<number> {
     throw new UsageError(`--host ${host} is not a loopback address: anyone who can reach it could use the model; give --api-key KEY (or set GUILD_API_KEY)`, usage);
   const file = f.model ?? defaultModelPath();
   await checkModelFile(file);
+  const gpu = gpuFlag(f.gpu, usage);
 
-  const runtime = new RuntimeHost({ maxQueued: f["max-queue"] ?? defaultMaxQueued });
+  const packagesDir = f["packages-dir"];
+  if (packagesDir !== undefined && packagesDir.trim() === "") throw new UsageError("--packages-dir: the directory is empty", usage);
+  // The model loads and the web mode's package page use the same packages folder.
+  const runtime = new RuntimeHost({ maxQueued: f["max-queue"] ?? defaultMaxQueued, ...(packagesDir !== undefined && { packagesDir }) });
   let stopping: (() => void) | null = null;
   let signals = 0;
   const stopped = new Promise<void>((resolve) => (stopping = resolve));
@@ -79,6 +89,9 @@ async function run(argv: readonly string[]): Promise<number> {
       ...(f.threads !== undefined && { threads: f.threads }),
       ...(f.ctx !== undefined && { contextSize: f.ctx }),
       ...(f["kv-type"] !== undefined && { kvCacheType: f["kv-type"] }),
+      ...(gpu !== undefined && { gpu }),
+      ...(f["gpu-budget"] !== undefined && { gpuBudgetGiB: f["gpu-budget"] }),
+      ...(f["experts-cpu"] !== undefined && { expertsOnCpu: f["experts-cpu"] }),
     });
     const first = await Promise.race([loading.then(() => "loaded" as const), stopped.then(() => "stopped" as const)]);
     if (first === "stopped") {
@@ -91,7 +104,9 @@ async function run(argv: readonly string[]): Promise<number> {
     // Its contract can load model files and change packages, so it is mounted
     // only on loopback binds: a server reachable from other machines offers the
     // OpenAI-compatible API alone (docs/API.md, "Security defaults").
-    if (loopback) services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false });
+    if (loopback) {
+      services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false, ...(packagesDir !== undefined && { packagesDir }) });
+    }
     try {
       server = new ApiServer(runtime, {
         host,

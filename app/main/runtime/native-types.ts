@@ -6,6 +6,14 @@ export interface NativeLoadOptions {
   threads?: number;
   contextSize?: number;
   kvType?: string;
+  /** The user's kernel packages directory; absent = $GUILD_PACKAGES_DIR, else the user's data dir. */
+  packagesDir?: string;
+  /** "auto" | "cpu" | "cuda:N" (builds with CUDA; docs/CUDA.md). */
+  gpu?: string;
+  /** Device memory the model may use, in bytes. */
+  gpuBudgetBytes?: number;
+  /** Every routed expert computed by the CPU (dense weights and KV on the GPU). */
+  expertsOnCpu?: boolean;
 }
 
 export interface NativeGenerateOptions {

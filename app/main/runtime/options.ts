@@ -3,6 +3,14 @@
 /** KV cache element type. */
 export type KvCacheType = "f16" | "f32";
 
+/** Device choice: "auto", "cpu" or a CUDA device "cuda:N". */
+export type GpuChoice = "auto" | "cpu" | `cuda:${number}`;
+
+/** True for "auto", "cpu" and "cuda:N" with N a small non-negative integer. */
+export function isGpuChoice(v: string): v is GpuChoice {
+  return v === "auto" || v === "cpu" || /^cuda:(0|[1-9][0-9]?)$/.test(v);
+}
+
 export interface LoadModelOptions {
   /** CPU worker threads. Defaults to {@link defaultThreads} (0 = every physical core). */
   threads?: number;
@@ -13,6 +21,23 @@ export interface LoadModelOptions {
   contextSize?: number;
   /** KV cache precision. Defaults to {@link defaultKvCacheType}. */
   kvCacheType?: KvCacheType;
+  /**
+   * The user's kernel packages directory (docs/PACKAGES.md); the bundled packages are searched too.
+   * Absent: $GUILD_PACKAGES_DIR, else the user's data directory.
+   */
+  packagesDir?: string;
+  /**
+   * Where to run (docs/CUDA.md): "auto" (a CUDA GPU when the build and machine have one, else the CPU),
+   * "cpu", or "cuda:N" (the load fails when that device is unusable). Absent: $GUILD_GPU, else "auto".
+   */
+  gpu?: GpuChoice;
+  /**
+   * Device memory the model may use, in GiB. Experts that do not fit stay in RAM and are computed by
+   * the CPU expert pool at the same time as the GPU's. Absent: the device's free memory less 1 GiB.
+   */
+  gpuBudgetGiB?: number;
+  /** Compute every routed expert on the CPU (dense weights and KV cache on the GPU). */
+  expertsOnCpu?: boolean;
   /** Called on the JS thread as each load stage advances (`fraction` is 0..1 within the load). */
   onProgress?: (stage: string, fraction: number) => void;
   /** Aborts the load; the promise then rejects with the signal's reason. */

@@ -51,7 +51,14 @@ export class GuildSession {
       lastPosition = position;
       onQueuePosition(position);
     });
-    const result = await this.native.generate(
+    // The signal is not handed to the addon: its abort listener keeps the
+    // native session (and so its kernel-package lease) alive until the
+    // listener is garbage-collected, long after dispose(). Cancelling through
+    // session.cancel() is the same operation and holds nothing.
+    const signal = options.signal;
+    if (signal?.aborted) return cancelledBeforeStart();
+    const onAbort = () => this.native.cancel();
+    const pending = this.native.generate(
       Int32Array.from(prompt),
       {
         maxNewTokens: maxNewTokens < 0 ? int32Max : maxNewTokens,
@@ -71,8 +78,14 @@ export class GuildSession {
           onToken?.({ id, piece: pieces[i]! });
         }
       },
-      options.signal,
     );
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let result: Awaited<typeof pending>;
+    try {
+      result = await pending;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
     if (result.stopReason === "error") throw new Error("generation failed");
     if (onQueuePosition && lastPosition !== 0 && result.nPrompt > 0) onQueuePosition(0);
     return {
@@ -111,4 +124,12 @@ export class GuildSession {
   dispose(): void {
     this.native.dispose();
   }
+}
+
+/** What the runtime answers for a generation aborted before it started: nothing ran. */
+function cancelledBeforeStart(): GenerateResult {
+  return {
+    stopReason: "cancel", tokens: [], promptTokensComputed: 0, promptTokensReused: 0, promptMs: 0, decodeMs: 0,
+    ttftMs: 0, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0,
+  };
 }

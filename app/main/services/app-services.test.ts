@@ -7,12 +7,13 @@ import path from "node:path";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-import type { AppEvents, ChatReplyEvent, EventName, Message } from "../../shared/app-contract.js";
+import { loadCancelledMessage, type AppEvents, type ChatReplyEvent, type EventName, type Message } from "../../shared/app-contract.js";
 import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { embeddedModelPath } from "../paths.js";
 import { ConversationStore } from "./conversation-store.js";
 import { createAppServices, type AppServices } from "./index.js";
 import { estimateMemory } from "./model-library.js";
+import { PackageService } from "./package-service.js";
 import { parseProfile } from "./profile-store.js";
 import { RuntimeHost } from "./runtime-host.js";
 
@@ -159,6 +160,57 @@ describe("app services (real runtime)", () => {
     expect(last?.content.length).toBeGreaterThan(0);
   });
 
+  it("edit-and-resend replaces a user message, drops everything after it, and replies again", async () => {
+    const c = await app.contract.chat.createConversation({ temperature: 0 });
+    const first = await app.contract.chat.send({ conversationId: c.id, content: "What does river mean?" });
+    await doneFor(first.assistantMessage.id);
+    const second = await app.contract.chat.send({ conversationId: c.id, content: "Thanks!" });
+    await doneFor(second.assistantMessage.id);
+    expect(await app.contract.chat.messages({ conversationId: c.id })).toHaveLength(4);
+
+    // Editing an assistant message, a message of another conversation, or to nothing is refused.
+    await expect(app.contract.chat.editAndResend({ conversationId: c.id, messageId: first.assistantMessage.id, content: "x" }))
+      .rejects.toThrow(/only your own messages/);
+    const other = await app.contract.chat.createConversation({});
+    await expect(app.contract.chat.editAndResend({ conversationId: other.id, messageId: first.userMessage!.id, content: "x" }))
+      .rejects.toThrow(/no message with id/);
+    await expect(app.contract.chat.editAndResend({ conversationId: c.id, messageId: first.userMessage!.id, content: "  " }))
+      .rejects.toThrow(/empty/);
+
+    const edited = await app.contract.chat.editAndResend({ conversationId: c.id, messageId: first.userMessage!.id, content: "What does happy mean?" });
+    expect(edited.userMessage).toMatchObject({ id: first.userMessage!.id, content: "What does happy mean?" });
+    // A second edit while the reply runs is refused, like a second send.
+    await expect(app.contract.chat.editAndResend({ conversationId: c.id, messageId: first.userMessage!.id, content: "again" }))
+      .rejects.toThrow(/already replying/);
+    const done = await doneFor(edited.assistantMessage.id);
+    expect(done.message.status).toBe("complete");
+    const saved = await app.contract.chat.messages({ conversationId: c.id });
+    expect(saved.map((m) => [m.id, m.role, m.content])).toEqual([
+      [first.userMessage!.id, "user", "What does happy mean?"],
+      [edited.assistantMessage.id, "assistant", done.message.content],
+    ]);
+    expect((await app.contract.chat.listConversations()).find((x) => x.id === c.id)!.title).toBe("What does happy mean?");
+    // The new reply answers the edited question: the same text as a fresh conversation asking it (temperature 0).
+    const fresh = await app.contract.chat.createConversation({ temperature: 0 });
+    const freshReply = await app.contract.chat.send({ conversationId: fresh.id, content: "What does happy mean?" });
+    expect((await doneFor(freshReply.assistantMessage.id)).message.content).toBe(done.message.content);
+  });
+
+  it("regenerates after a stopped reply, and stop on an idle conversation says so", async () => {
+    const c = await app.contract.chat.createConversation({ temperature: 0 });
+    expect(await app.contract.chat.stop({ conversationId: c.id })).toEqual({ stopped: false });
+    await expect(app.contract.chat.regenerate({ conversationId: c.id })).rejects.toThrow(/nothing to regenerate/);
+    const r = await app.contract.chat.send({ conversationId: c.id, content: "What does river mean?" });
+    expect(await app.contract.chat.stop({ conversationId: c.id })).toEqual({ stopped: true });
+    expect((await doneFor(r.assistantMessage.id)).message.status).toBe("stopped");
+    const again = await app.contract.chat.regenerate({ conversationId: c.id });
+    expect(again.userMessage).toBeNull();
+    const done = await doneFor(again.assistantMessage.id);
+    expect(done.message.status).toBe("complete");
+    expect((await app.contract.chat.messages({ conversationId: c.id })).map((m) => m.id))
+      .toEqual([r.userMessage!.id, again.assistantMessage.id]);
+  });
+
   it("validates requests: empty messages, unknown conversations, bad temperatures", async () => {
     const c = await app.contract.chat.createConversation({});
     await expect(app.contract.chat.send({ conversationId: c.id, content: "   " })).rejects.toThrow(/empty/);
@@ -169,7 +221,7 @@ describe("app services (real runtime)", () => {
     expect(await app.contract.chat.deleteConversation({ id: c.id })).toEqual({ deleted: true });
   });
 
-  it("lists and inspects model files with a memory estimate; an empty packages folder lists nothing", async () => {
+  it("lists and inspects model files with a memory estimate; an empty packages folder lists only the bundled packages", async () => {
     const files = await app.contract.models.list();
     expect(files[0]).toMatchObject({ source: "embedded", path: embeddedModelPath() });
     const s = await app.contract.models.inspect({ path: embeddedModelPath() });
@@ -177,8 +229,12 @@ describe("app services (real runtime)", () => {
     expect(s.memory.expertBytes).toBeGreaterThan(s.memory.denseBytes);
     expect(s.memory.kvCacheBytes).toBeGreaterThan(0);
     await expect(app.contract.models.inspect({ path: path.join(dir, "missing.gguf") })).rejects.toThrow();
-    expect(await app.contract.packages.list()).toEqual([]);
-    await expect(app.contract.packages.disable({ name: "cpu-avx2" })).rejects.toThrow(/no package named cpu-avx2/);
+    // Nothing installed in the app's folder: the runtime's bundled packages (docs/PACKAGES.md), which the model loaded from.
+    const bundled = new Set((await new PackageService({ dir: path.join(dir, "packages") }).list().then((l) => (l.ok ? l.value.packages : [])))
+      .filter((p) => p.source === "bundled").map((p) => p.name));
+    expect(bundled.has("cpu-generic")).toBe(true);
+    expect((await app.contract.packages.list()).map((p) => p.name).every((name) => bundled.has(name))).toBe(true);
+    await expect(app.contract.packages.disable({ name: "cpu-nope" })).rejects.toThrow(/no package named cpu-nope/);
   });
 
   it("keeps the current model when asked to load a file that is not a model", async () => {
@@ -189,12 +245,42 @@ describe("app services (real runtime)", () => {
     expect(events.at(-1)).toMatchObject({ name: "model.state", payload: { kind: "failed" } });
   });
 
+  it("cancels a load while the file is being checked: the current model stays", async () => {
+    const before = await app.contract.models.current();
+    const load = app.contract.models.load({ path: embeddedModelPath(), settings: { threads: 2 } });
+    expect(await app.contract.models.cancelLoad()).toEqual({ cancelled: true });
+    await expect(load).rejects.toThrow(loadCancelledMessage);
+    expect((await app.contract.models.current())?.id).toBe(before!.id);
+    expect(events.at(-1)).toMatchObject({ name: "model.state", payload: { kind: "cancelled", path: embeddedModelPath() } });
+    expect(await app.contract.models.cancelLoad()).toEqual({ cancelled: false });
+  });
+
+  it("cancels a load midway through its stages, from the first progress event", async () => {
+    const stages: string[] = [];
+    const off = app.subscribe((name, p) => {
+      if (name !== "model.progress") return;
+      stages.push((p as { stage: string }).stage);
+      if (stages.length === 1) void app.contract.models.cancelLoad();
+    });
+    await expect(app.contract.models.load({ path: embeddedModelPath(), settings: { threads: 2 } })).rejects.toThrow(loadCancelledMessage);
+    off();
+    expect(stages.length).toBeGreaterThan(0);  // (the native load may have run through its stages meanwhile: it is dropped)
+    expect(await app.contract.models.current()).toBeNull();
+    expect(app.host.listModels()).toEqual([]);
+    expect(events.at(-1)).toMatchObject({ name: "model.state", payload: { kind: "cancelled" } });
+    await expect(app.contract.chat.send({ conversationId: (await app.contract.chat.createConversation({})).id, content: "hi" }))
+      .rejects.toThrow(/no model is loaded/);
+    // The next load works.
+    await app.contract.models.load({ path: embeddedModelPath(), settings: { threads: 2 } });
+    expect(await app.contract.models.current()).toMatchObject({ ready: true });
+  });
+
   it("unloads, then refuses to chat until a model is loaded again", async () => {
     expect(await app.contract.models.unload()).toEqual({ unloaded: true });
     const c = await app.contract.chat.createConversation({});
     await expect(app.contract.chat.send({ conversationId: c.id, content: "hi" })).rejects.toThrow(/no model is loaded/);
     await app.contract.models.load({ path: embeddedModelPath(), settings: { threads: 2 } });
-    expect((await app.contract.profiles.recent()).length).toBe(2);
+    expect((await app.contract.profiles.recent()).length).toBe(3);  // the start-up load, the reload after a cancel, this one
   });
 });
 

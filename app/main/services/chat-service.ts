@@ -83,9 +83,7 @@ export class ChatServiceImpl implements ChatService {
     const model = this.models.requireCurrent();
     const first = this.store.messages(conversation.id).length === 0;
     const userMessage = this.store.addMessage(conversation.id, "user", content, "complete");
-    if (first && conversation.title === "New chat") {
-      this.store.updateConversation(conversation.id, { title: content.replace(/\s+/g, " ").slice(0, 60) });
-    }
+    if (first && conversation.title === "New chat") this.store.updateConversation(conversation.id, { title: autoTitle(content) });
     const assistantMessage = this.startReply(conversation, model.id);
     return { userMessage, assistantMessage };
   }
@@ -100,6 +98,25 @@ export class ChatServiceImpl implements ChatService {
     if (last.role === "assistant") this.store.deleteMessage(last.id);
     const assistantMessage = this.startReply(conversation, model.id);
     return { userMessage: null, assistantMessage };
+  }
+
+  async editAndResend(req: { conversationId: string; messageId: string; content: string }): Promise<SendReply> {
+    const conversation = this.found(this.store.getConversation(req.conversationId), req.conversationId);
+    const content = req.content.trim();
+    if (content.length === 0) throw new RuntimeError("the message is empty", "invalid");
+    const target = this.store.getMessage(req.messageId);
+    if (!target || target.conversationId !== conversation.id)
+      throw new RuntimeError(`no message with id ${req.messageId} in this conversation`, "not_found");
+    if (target.role !== "user") throw new RuntimeError("only your own messages can be edited", "invalid");
+    this.checkIdle(conversation.id);
+    const model = this.models.requireCurrent();
+    const wasFirst = this.store.messages(conversation.id)[0]?.id === target.id;
+    const userMessage = this.store.rewriteAndTruncate(target.id, content);
+    if (!userMessage) throw new RuntimeError(`no message with id ${req.messageId} in this conversation`, "not_found");
+    // A title made from the first message follows its edit; one the user gave stays.
+    if (wasFirst && conversation.title === autoTitle(target.content)) this.store.updateConversation(conversation.id, { title: autoTitle(content) });
+    const assistantMessage = this.startReply(conversation, model.id);
+    return { userMessage, assistantMessage };
   }
 
   async stop(req: { conversationId: string }): Promise<{ stopped: boolean }> {
@@ -190,6 +207,11 @@ export class ChatServiceImpl implements ChatService {
     if (value === null) throw new RuntimeError(`no conversation with id ${id}`, "not_found");
     return value;
   }
+}
+
+/** The title a conversation gets from its first message. */
+function autoTitle(content: string): string {
+  return content.replace(/\s+/g, " ").slice(0, 60);
 }
 
 function checkTemperature(t: number): void {

@@ -142,6 +142,22 @@ export class ConversationStore {
     return this.getMessage(id);
   }
 
+  /**
+   * Edit-and-resend: sets a message's text and deletes every later message of
+   * its conversation, in one transaction. Returns the edited message, or null
+   * when there is no such message.
+   */
+  rewriteAndTruncate(id: string, content: string): Message | null {
+    const row = this.db.prepare("SELECT * FROM messages WHERE id = ?").get(id) as MessageRow | undefined;
+    if (!row) return null;
+    this.db.transaction(() => {
+      this.db.prepare("UPDATE messages SET content = ? WHERE id = ?").run(content, id);
+      this.db.prepare("DELETE FROM messages WHERE conversation_id = ? AND seq > ?").run(row.conversation_id, row.seq);
+      this.db.prepare("UPDATE conversations SET updated_at = ? WHERE id = ?").run(new Date().toISOString(), row.conversation_id);
+    })();
+    return this.getMessage(id);
+  }
+
   deleteMessage(id: string): boolean {
     return this.db.prepare("DELETE FROM messages WHERE id = ?").run(id).changes > 0;
   }

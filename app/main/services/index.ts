@@ -13,12 +13,14 @@ import { ModelManager } from "./model-manager.js";
 import { AppPackageService, packageBackendFrom, type PackageBackend } from "./package-adapter.js";
 import { PackageService } from "./package-service.js";
 import { ProfileStore } from "./profile-store.js";
-import { RuntimeHost } from "./runtime-host.js";
+import { RuntimeHost, type RuntimeHostOptions } from "./runtime-host.js";
 
 export interface AppServicesOptions {
   /** Where the database, profiles and models folder live (Electron: app.getPath("userData")). */
   dataDir: string;
   host?: RuntimeHost;
+  /** Options of the RuntimeHost made here when `host` is not given. */
+  runtime?: RuntimeHostOptions;
   /** The default model. Defaults to embeddedModelPath() (a packaged app passes its resources copy). */
   embeddedModel?: string;
   /** Kernel packages; defaults to PackageService over `packagesDir`. null = none. */
@@ -56,10 +58,13 @@ export function createAppServices(options: AppServicesOptions): AppServices {
       }
     }
   };
-  // The runtime's load (stage 2, packages) reads the same folder the package page manages.
-  if (options.packagesDir !== undefined && process.env["GUILD_PACKAGES_DIR"] === undefined) process.env["GUILD_PACKAGES_DIR"] = options.packagesDir;
   const ownHost = options.host === undefined;
-  const host = options.host ?? new RuntimeHost();
+  // The runtime's load (stage 2, packages) reads the same folder the package page manages
+  // (a host passed in was given its folder by its maker, as `guild serve --packages-dir` does).
+  const host = options.host ?? new RuntimeHost({
+    ...(options.packagesDir !== undefined ? { packagesDir: options.packagesDir } : {}),
+    ...(options.runtime ?? {}),
+  });
   const store = new ConversationStore(path.join(options.dataDir, "conversations.sqlite"));
   const profiles = new ProfileStore(path.join(options.dataDir, "profiles"));
   const library = new ModelLibrary(options.embeddedModel ?? embeddedModelPath(), path.join(options.dataDir, "models"));

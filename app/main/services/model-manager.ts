@@ -2,9 +2,10 @@
 // replaces it), turns RuntimeHost's loadProgress events into `model.progress`
 // (stage index of the 14), records each load's startup profile in the
 // ProfileStore, and answers inspect through ModelLibrary.
+import { isGpuChoice } from "../runtime/options.js";
 import { randomUUID } from "node:crypto";
 
-import type { EventSink, ModelFile, ModelService, ModelSummary } from "../../shared/app-contract.js";
+import { loadCancelledMessage, type EventSink, type ModelFile, type ModelService, type ModelSummary } from "../../shared/app-contract.js";
 import { LOAD_STAGES, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
 import { inspectModel } from "../runtime/model.js";
 import type { ModelLibrary } from "./model-library.js";
@@ -14,6 +15,8 @@ import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
 export class ModelManager implements ModelService {
   private currentModel: LoadedModel | null = null;
   private loading: Promise<LoadedModel> | null = null;
+  /** Aborts the load in progress (before and during the runtime's load). */
+  private loadController: AbortController | null = null;
 
   constructor(
     private readonly host: RuntimeHost,
@@ -54,6 +57,8 @@ export class ModelManager implements ModelService {
     if (file.length === 0) throw new RuntimeError("a model path is required", "invalid");
     const settings = sanitizeSettings({ ...this.defaults, ...(req.settings ?? {}) });
     const loadId = randomUUID();
+    const controller = new AbortController();
+    const cancelled = () => new RuntimeError(loadCancelledMessage, "cancelled");
     const off = this.host.subscribe((e) => {
       if (e.type !== "loadProgress" || e.loadId !== loadId) return;
       const i = (LOAD_STAGES as readonly string[]).indexOf(e.stage);
@@ -68,12 +73,16 @@ export class ModelManager implements ModelService {
         } catch (err) {
           throw new RuntimeError(`cannot load ${file}: ${err instanceof Error ? err.message : String(err)}`, "invalid");
         }
+        if (controller.signal.aborted) throw cancelled();
         if (this.currentModel) {
           const old = this.currentModel;
           this.currentModel = null;
           await this.host.unloadModel(old.id);
         }
-        const model = await this.host.loadModel(file, settings, loadId);
+        if (controller.signal.aborted) throw cancelled();
+        const loaded = this.host.loadModel(file, settings, loadId);  // registers loadId at once
+        controller.signal.addEventListener("abort", () => this.host.cancelLoad(loadId), { once: true });
+        const model = await loaded;
         this.currentModel = model;
         this.library.remember(file);
         try {
@@ -85,16 +94,29 @@ export class ModelManager implements ModelService {
         this.emit("model.state", { kind: "loaded", model });
         return model;
       } catch (err) {
+        if (controller.signal.aborted) {
+          this.emit("model.state", { kind: "cancelled", path: file });
+          throw cancelled();
+        }
         const message = err instanceof Error ? err.message : String(err);
         this.emit("model.state", { kind: "failed", path: file, message });
         throw err;
       } finally {
         off();
         this.loading = null;
+        this.loadController = null;
       }
     };
+    this.loadController = controller;
     this.loading = run();
     return this.loading;
+  }
+
+  async cancelLoad(): Promise<{ cancelled: boolean }> {
+    const c = this.loadController;
+    if (!c || c.signal.aborted) return { cancelled: false };
+    c.abort();
+    return { cancelled: true };
   }
 
   async unload(): Promise<{ unloaded: boolean }> {
@@ -138,6 +160,19 @@ function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
   if (s.kvCacheType !== undefined) {
     if (s.kvCacheType !== "f16" && s.kvCacheType !== "f32") throw new RuntimeError("kvCacheType must be f16 or f32", "invalid");
     out.kvCacheType = s.kvCacheType;
+  }
+  if (s.gpu !== undefined) {
+    if (typeof s.gpu !== "string" || !isGpuChoice(s.gpu)) throw new RuntimeError('gpu must be "auto", "cpu" or "cuda:N"', "invalid");
+    out.gpu = s.gpu;
+  }
+  if (s.gpuBudgetGiB !== undefined) {
+    if (typeof s.gpuBudgetGiB !== "number" || !Number.isFinite(s.gpuBudgetGiB) || s.gpuBudgetGiB <= 0 || s.gpuBudgetGiB > 1 << 20)
+      throw new RuntimeError("gpuBudgetGiB must be a positive number of GiB", "invalid");
+    out.gpuBudgetGiB = s.gpuBudgetGiB;
+  }
+  if (s.expertsOnCpu !== undefined) {
+    if (typeof s.expertsOnCpu !== "boolean") throw new RuntimeError("expertsOnCpu must be true or false", "invalid");
+    out.expertsOnCpu = s.expertsOnCpu;
   }
   return out;
 }

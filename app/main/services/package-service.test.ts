@@ -2,13 +2,15 @@
 // (GUILD_BUILT_PACKAGES, default build/packages): install → enable → disable
 // → uninstall; a package leased by a loaded model or live session cannot be
 // disabled (the error names the holder); bad archives are errors as values;
-// disabling cpu-avx2 makes the next load use cpu-generic with the same output.
+// disabling cpu-avx2 makes the next load use cpu-generic with the same output;
+// the bundled packages (found next to the addon) are listed and can be
+// disabled through the user's folder but not uninstalled.
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { runCli } from "../../test/cli.js";
 import { fixturesSkipReason, haveFixtures, modelPath, readExpectedJson } from "../../test/fixtures.js";
@@ -38,6 +40,29 @@ const hasAvx2 = cpuFlags.has("avx2") && cpuFlags.has("fma") && cpuFlags.has("f16
 
 const work = mkdtempSync(path.join(tmpdir(), "guild-pkg-svc-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+// Most tests here check one user folder on its own, so the runtime's bundled
+// packages (docs/PACKAGES.md) are turned off while they run, for this process
+// and the CLIs it starts (and restored after: a worker process may run other
+// test files next); the bundled-layer test turns them back on.
+const savedBundled = process.env["GUILD_BUNDLED_PACKAGES_DIR"];
+beforeAll(() => {
+  process.env["GUILD_BUNDLED_PACKAGES_DIR"] = "";
+});
+afterAll(() => {
+  if (savedBundled === undefined) delete process.env["GUILD_BUNDLED_PACKAGES_DIR"];
+  else process.env["GUILD_BUNDLED_PACKAGES_DIR"] = savedBundled;
+});
+
+/** Runs fn with the bundled packages found as a user would find them (next to the addon). */
+async function withBundledPackages<T>(fn: () => Promise<T>): Promise<T> {
+  delete process.env["GUILD_BUNDLED_PACKAGES_DIR"];
+  try {
+    return await fn();
+  } finally {
+    process.env["GUILD_BUNDLED_PACKAGES_DIR"] = "";
+  }
+}
 
 /** A .gkpkg built by hand (docs/PACKAGES.md layout), so tests can craft bad ones. */
 function makeArchive(manifest: string, library: Buffer): Buffer {
@@ -132,6 +157,38 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
     expect(list.ok && list.value.packages).toEqual([]);
   });
 
+  it("lists the bundled packages for a fresh user folder; they can be disabled there, not uninstalled", async () => {
+    const dir = path.join(work, "fresh-user");
+    const svc = new PackageService({ dir });
+    await withBundledPackages(async () => {
+      const list = await svc.list();
+      expect(list.ok).toBe(true);
+      if (!list.ok) return;
+      expect(list.value).toMatchObject({ dir, exists: false });
+      expect(list.value.bundledDir).not.toBeNull();
+      expect(existsSync(path.join(list.value.bundledDir!, "cpu-generic", "cpu-generic.gkmetadata"))).toBe(true);
+      expect(list.value.packages.map((p) => p.name)).toEqual(expect.arrayContaining(["cpu-generic", "cpu-avx2"]));
+      for (const p of list.value.packages) expect(p).toMatchObject({ source: "bundled", shadows: null });
+      expect(list.value.packages.find((p) => p.name === "cpu-generic")).toMatchObject({ enabled: true, compatible: true });
+
+      expect(await svc.disable("cpu-generic")).toEqual({ ok: true, value: undefined });
+      expect(existsSync(path.join(dir, "state.json"))).toBe(true);
+      const after = await svc.list();
+      expect(after.ok && after.value.packages.find((p) => p.name === "cpu-generic")?.enabled).toBe(false);
+      expect(await svc.uninstall("cpu-generic")).toMatchObject({ ok: false, code: "invalid_argument", message: expect.stringMatching(/bundled.*disable it instead/) });
+      expect(await svc.enable("cpu-generic")).toEqual({ ok: true, value: undefined });
+
+      // An installed copy hides the bundled one.
+      const archive = path.join(work, "cpu-generic-shadow.gkpkg");
+      expect((await svc.pack(path.join(builtDir, "cpu-generic"), archive)).ok).toBe(true);
+      expect(await svc.install(archive)).toEqual({ ok: true, value: "cpu-generic" });
+      const shadowed = await svc.list();
+      expect(shadowed.ok && shadowed.value.packages.filter((p) => p.name === "cpu-generic")).toEqual([
+        expect.objectContaining({ source: "user", shadows: path.join(list.value.bundledDir!, "cpu-generic") }),
+      ]);
+    });
+  });
+
   describe.skipIf(!haveFixtures || !hasAvx2)("with a loaded model", () => {
     it("leases block disable until released; disabling cpu-avx2 switches the next load to cpu-generic, same output", async () => {
       const dir = path.join(work, "model");
@@ -141,8 +198,6 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
         expect((await svc.pack(path.join(builtDir, name), archive)).ok).toBe(true);
         expect(await svc.install(archive)).toEqual({ ok: true, value: name });
       }
-      const saved = process.env["GUILD_PACKAGES_DIR"];
-      process.env["GUILD_PACKAGES_DIR"] = dir; // read by the native load (stage 2)
       interface GreedyPrompt { name: string; prompt_ids: number[]; generated_ids: number[]; top1_minus_top2_logit: number[] }
       const prompt = readExpectedJson<{ prompts: GreedyPrompt[] }>("qwen3moe-a-Q8_0", "greedy.json").prompts[0]!;
       const mustMatch = (() => {
@@ -162,8 +217,8 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
           s.dispose();
         }
       };
-      try {
-        const m1 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128 });
+      {
+        const m1 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128, packagesDir: dir });
         expect(cpuKernels(m1)).toBe("cpu-avx2");
         const avx2Tokens = await greedy(m1);
         const busy = await svc.disable("cpu-avx2");
@@ -181,14 +236,11 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
         session.dispose();
         expect(await svc.disable("cpu-avx2")).toEqual({ ok: true, value: undefined });
 
-        const m2 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128 });
+        const m2 = await GuildModel.load(modelPath("qwen3moe-a-Q8_0.gguf"), { threads: 2, contextSize: 128, packagesDir: dir });
         expect(cpuKernels(m2)).toBe("cpu-generic");
         const genericTokens = await greedy(m2);
         m2.dispose();
         expect(genericTokens.slice(0, mustMatch)).toEqual(avx2Tokens.slice(0, mustMatch));
-      } finally {
-        if (saved === undefined) delete process.env["GUILD_PACKAGES_DIR"];
-        else process.env["GUILD_PACKAGES_DIR"] = saved;
       }
     });
   });

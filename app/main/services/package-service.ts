@@ -35,9 +35,15 @@ export interface PackageManifest {
   sha256: string;
 }
 
+/** Where a package comes from: the user's packages directory, or the packages bundled with the runtime (read-only). */
+export type PackageSource = "user" | "bundled";
+
 export interface PackageInfo {
   name: string;
   path: string;
+  source: PackageSource;
+  /** A user package hides the bundled package of the same name: that package's directory; else null. */
+  shadows: string | null;
   /** The manifest was read and is valid, and the library is present. */
   valid: boolean;
   version: string | null;
@@ -55,8 +61,12 @@ export interface PackageInfo {
 }
 
 export interface PackageList {
+  /** The user's packages directory (state, installs). */
   dir: string;
   exists: boolean;
+  /** The bundled packages searched as well; null when there are none. */
+  bundledDir: string | null;
+  /** Both layers, by name; a user package hides a bundled one of the same name. */
   packages: PackageInfo[];
 }
 
@@ -81,6 +91,8 @@ interface PackageBinding {
 interface RawEntry {
   name: string;
   path: string;
+  source?: PackageSource;
+  shadows?: string | null;
   valid: boolean;
   version: string | null;
   description: string | null;
@@ -105,7 +117,10 @@ function fromOp<T>(r: OpResult, value: T): PackageResult<T> {
 }
 
 export interface PackageServiceOptions {
-  /** The packages directory; default: $GUILD_PACKAGES_DIR, else ~/.local/share/guild/packages. */
+  /**
+   * The user's packages directory; default: $GUILD_PACKAGES_DIR, else ~/.local/share/guild/packages.
+   * The runtime's bundled packages (docs/PACKAGES.md) are listed and loaded as well.
+   */
   dir?: string;
   /** For tests: the addon binding to use. */
   binding?: PackageBinding;
@@ -152,15 +167,18 @@ export class PackageService {
 
   async list(): Promise<PackageResult<PackageList>> {
     return this.call(async (b, dir) => {
-      const raw = JSON.parse(await b.packagesList(dir)) as { dir: string; exists: boolean; packages: RawEntry[] };
+      const raw = JSON.parse(await b.packagesList(dir)) as { dir: string; exists: boolean; bundled_dir?: string | null; packages: RawEntry[] };
       return {
         ok: true,
         value: {
           dir: raw.dir,
           exists: raw.exists,
+          bundledDir: raw.bundled_dir ?? null,
           packages: raw.packages.map((p) => ({
             name: p.name,
             path: p.path,
+            source: p.source ?? "user",
+            shadows: p.shadows ?? null,
             valid: p.valid,
             version: p.version,
             description: p.description,
@@ -193,6 +211,7 @@ export class PackageService {
     });
   }
 
+  /** Only the user's packages: a bundled one fails with "invalid_argument" (disable it instead). */
   async uninstall(name: string): Promise<PackageResult<void>> {
     return this.call(async (b, dir) => fromOp(await b.packageUninstall(dir, name), undefined));
   }

@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 
+import { loadCancelledMessage } from "../../shared/app-contract.js";
 import type {
   GenerationInput,
   GenerationRequest,
@@ -26,6 +27,8 @@ import type {
 } from "../../shared/runtime-contract.js";
 import { chatPromptTokens } from "../runtime/chat-template.js";
 import { GuildModel } from "../runtime/model.js";
+import type { GenerateOptions } from "../runtime/options.js";
+import { pacedGenerate, type TokenPacing } from "../runtime/paced-generate.js";
 import type { GuildSession } from "../runtime/session.js";
 
 /** A request the runtime refuses (bad arguments, unknown ids, busy sessions). */
@@ -71,12 +74,26 @@ export type RuntimeListener = (event: RuntimeEvent) => void;
 export interface RuntimeHostOptions {
   /** Requests that may wait behind the running one, per model. Defaults to {@link defaultMaxQueued}. */
   maxQueued?: number;
+  /**
+   * Test-only: generate a few tokens at a time with a pause between steps, so
+   * end-to-end tests can stop a reply midway however fast the model is. Never
+   * set by the app, the CLI or `guild serve`.
+   */
+  testPacing?: TokenPacing;
+  /**
+   * The user's kernel packages directory every load reads (stage 2; the bundled packages are searched too).
+   * A host setting, not a per-load one: which libraries get loaded is the machine owner's choice.
+   * Absent: $GUILD_PACKAGES_DIR, else the user's data directory.
+   */
+  packagesDir?: string;
 }
 
 export const defaultMaxQueued = 32 satisfies NonNullable<RuntimeHostOptions["maxQueued"]>;
 
 export class RuntimeHost {
   private readonly maxQueued: number;
+  private readonly pacing: TokenPacing | undefined;
+  private readonly packagesDir: string | undefined;
   private readonly models = new Map<ModelId, ModelEntry>();
   private readonly sessions = new Map<SessionId, SessionEntry>();
   private readonly requests = new Map<RequestId, RequestEntry>();
@@ -85,6 +102,8 @@ export class RuntimeHost {
 
   constructor(options: RuntimeHostOptions = {}) {
     this.maxQueued = options.maxQueued ?? defaultMaxQueued;
+    this.pacing = options.testPacing;
+    this.packagesDir = options.packagesDir;
   }
 
   /** Receives every event; returns the unsubscribe function. */
@@ -123,6 +142,10 @@ export class RuntimeHost {
         ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
         ...(settings.contextSize !== undefined ? { contextSize: settings.contextSize } : {}),
         ...(settings.kvCacheType !== undefined ? { kvCacheType: settings.kvCacheType } : {}),
+        ...(settings.gpu !== undefined ? { gpu: settings.gpu } : {}),
+        ...(settings.gpuBudgetGiB !== undefined ? { gpuBudgetGiB: settings.gpuBudgetGiB } : {}),
+        ...(settings.expertsOnCpu !== undefined ? { expertsOnCpu: settings.expertsOnCpu } : {}),
+        ...(this.packagesDir !== undefined ? { packagesDir: this.packagesDir } : {}),
         onProgress: (stage, fraction) => this.emit({ type: "loadProgress", loadId, path: file, stage, fraction }),
         signal: controller.signal,
       });
@@ -131,7 +154,7 @@ export class RuntimeHost {
       this.emit({ type: "modelLoaded", loadId, model: info });
       return info;
     } catch (err) {
-      const message = controller.signal.aborted ? "load cancelled" : errorMessage(err);
+      const message = controller.signal.aborted ? loadCancelledMessage : errorMessage(err);
       this.emit({ type: "error", loadId, message });
       throw new RuntimeError(message, controller.signal.aborted ? "cancelled" : "failed");
     } finally {
@@ -142,7 +165,7 @@ export class RuntimeHost {
   cancelLoad(loadId: LoadId): boolean {
     const c = this.loads.get(loadId);
     if (!c) return false;
-    c.abort(new RuntimeError("load cancelled", "cancelled"));
+    c.abort(new RuntimeError(loadCancelledMessage, "cancelled"));
     return true;
   }
 
@@ -251,7 +274,7 @@ export class RuntimeHost {
       try {
         const session = sessionEntry?.session ?? (ownSession = await entry.model.createSession());
         const s = request.sampling ?? {};
-        const result = await session.generate(promptTokens, {
+        const options: GenerateOptions = {
           ...(s.maxTokens !== undefined ? { maxNewTokens: s.maxTokens } : {}),
           ...(s.temperature !== undefined ? { temperature: s.temperature } : {}),
           ...(s.topK !== undefined ? { topK: s.topK } : {}),
@@ -273,7 +296,9 @@ export class RuntimeHost {
             }
             flush(token.id, false);
           },
-        });
+        };
+        const result = this.pacing ? await pacedGenerate(session, promptTokens, options, this.pacing)
+          : await session.generate(promptTokens, options);
         if (!stopped) {
           text += decoder.decode();
           flush(result.tokens.at(-1) ?? -1, true);

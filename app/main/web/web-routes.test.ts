@@ -7,7 +7,7 @@ import path from "node:path";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-import type { AppContract, EventName } from "../../shared/app-contract.js";
+import { maxUploadBytes, type AppContract, type EventName } from "../../shared/app-contract.js";
 import type { EventListener } from "../services/index.js";
 import { RuntimeError } from "../services/runtime-host.js";
 import { CONTENT_SECURITY_POLICY, createWebRoutes } from "./web-routes.js";
@@ -23,6 +23,15 @@ describe("web routes", () => {
       listConversations: async () => [{ id: "c1" }],
       renameConversation: async (req: unknown) => { calls.push(req); return { id: "c1", title: "t" }; },
       messages: async () => { throw new RuntimeError("no conversation with id x", "not_found"); },
+    },
+    models: {
+      load: async () => { throw new RuntimeError("load cancelled", "cancelled"); },
+    },
+    packages: {
+      installUpload: async (req: { fileName: string; data: string }) => {
+        calls.push(req);
+        return { name: Buffer.from(req.data, "base64").toString("utf8") };
+      },
     },
   } as unknown as AppContract;
 
@@ -70,6 +79,27 @@ describe("web routes", () => {
     const nf = await post("/app/rpc/chat/messages", { conversationId: "x" });
     expect(nf.status).toBe(404);
     expect(((await nf.json()) as { error: { message: string } }).error.message).toMatch(/no conversation/);
+  });
+
+  it("carries uploads as base64 (validated before the service sees them) and answers a cancelled load with 409", async () => {
+    const data = Buffer.from("cpu-generic").toString("base64");
+    const ok = await post("/app/rpc/packages/installUpload", { fileName: "a.gkpkg", data });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ result: { name: "cpu-generic" } });
+    const before = calls.length;
+    for (const bad of ["not base64!", "abc", 42]) {
+      const r = await post("/app/rpc/packages/installUpload", { fileName: "a.gkpkg", data: bad });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { error: { message: string } }).error.message).toBe("packages.installUpload: data must be base64");
+    }
+    // Bigger than the upload limit: refused by the schema (the body itself still fits the transport).
+    const big = await post("/app/rpc/packages/installUpload", { fileName: "a.gkpkg", data: "A".repeat(Math.ceil(maxUploadBytes / 3) * 4 + 4) });
+    expect(big.status).toBe(400);
+    expect(((await big.json()) as { error: { message: string } }).error.message).toMatch(/data is larger than 8 MiB/);
+    expect(calls.length).toBe(before);
+    const cancelled = await post("/app/rpc/models/load", { path: "/m.gguf" });
+    expect(cancelled.status).toBe(409);
+    expect(await cancelled.json()).toEqual({ error: { message: "load cancelled", code: "cancelled" } });
   });
 
   it("streams events over SSE", async () => {

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 
 import {
-  EVENT_NAMES, OPERATIONS, validateRequest,
+  EVENT_NAMES, maxUploadBytes, OPERATIONS, validateRequest,
   type AppContract, type ContractErrorJson, type RequestSchema, type ServiceName,
 } from "../../shared/app-contract.js";
 import { projectRoot } from "../paths.js";
@@ -21,7 +21,8 @@ export const CONTENT_SECURITY_POLICY = [
   "connect-src 'self'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
 ].join("; ");
 
-const maxBodyBytes = 8 * 1024 * 1024;
+// Room for the largest upload (packages.installUpload: base64 is 4/3 of the bytes) and its JSON.
+const maxBodyBytes = Math.ceil((maxUploadBytes * 4) / 3) + 64 * 1024;
 const mimeTypes: Record<string, string> = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
   ".svg": "image/svg+xml", ".png": "image/png", ".json": "application/json", ".ico": "image/x-icon",
@@ -87,7 +88,8 @@ async function rpc(contract: AppContract, req: IncomingMessage, res: ServerRespo
     res.writeHead(200, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" }).end(json);
   } catch (err) {
     const code = err instanceof RuntimeError ? err.code : "failed";
-    const status = code === "not_found" ? 404 : code === "invalid" ? 400 : code === "busy" || code === "queue_full" ? 409 : 500;
+    const status = code === "not_found" ? 404 : code === "invalid" ? 400
+      : code === "busy" || code === "queue_full" || code === "cancelled" ? 409 : 500;
     sendError(res, status, err instanceof Error ? err.message : String(err), code);
   }
 }

@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState, type KeyboardEvent } from "react";
 import { useShallow } from "zustand/react/shallow";
 
-import type { Conversation, Message } from "../../shared/app-contract.js";
+import type { Conversation } from "../../shared/app-contract.js";
 import { download } from "../common/format.js";
-import { Markdown } from "../common/Markdown.js";
 import { client } from "../transport/index.js";
 import { useApp } from "../stores/store.js";
+import { MessageView } from "./MessageView.js";
 
 function ConversationList() {
   const { conversations, selectedId, hits, query } = useApp(useShallow((s) => ({
@@ -49,25 +49,6 @@ function ConversationList() {
         {rows.length === 0 && <li className="empty">{hits ? "No matches" : "No conversations yet"}</li>}
       </ul>
     </aside>
-  );
-}
-
-function MessageView({ m, streaming, position }: { m: Message; streaming: boolean; position: number | null }) {
-  return (
-    <article className={`message ${m.role}`} data-testid={`message-${m.role}`} data-status={streaming ? "streaming" : m.status}>
-      <div className="role">{m.role === "user" ? "You" : "Assistant"}</div>
-      {m.role === "user" ? <div className="user-text">{m.content}</div> : <Markdown text={m.content} />}
-      {streaming && position !== null && position > 0 && <div className="queue" data-testid="queue-position">Waiting: {position} ahead in the queue</div>}
-      {streaming && m.content === "" && position === null && <div className="typing">…</div>}
-      {m.status === "error" && <div className="error">{m.error}</div>}
-      {m.status === "stopped" && <div className="note">Stopped</div>}
-      {m.stats && (
-        <div className="stats" data-testid="message-stats">
-          {m.stats.generatedTokens} tokens · {m.stats.tokensPerSecond.toFixed(1)} tok/s · TTFT {m.stats.ttftMs.toFixed(0)} ms
-          {m.stats.queueMs > 1 ? ` · queued ${m.stats.queueMs.toFixed(0)} ms` : ""}
-        </div>
-      )}
-    </article>
   );
 }
 
@@ -146,7 +127,7 @@ export function ChatView() {
         <div className="messages" data-testid="messages">
           {messages.length === 0 && <p className="hint">Ask something. Enter sends, Shift+Enter adds a line, Esc stops a reply.</p>}
           {messages.map((m) => (
-            <MessageView key={m.id} m={m} streaming={reply?.messageId === m.id} position={reply?.messageId === m.id ? reply.position : null} />
+            <MessageView key={m.id} m={m} streaming={reply?.messageId === m.id} position={reply?.messageId === m.id ? reply.position : null} canEdit={!busy} />
           ))}
           <div ref={bottom} />
         </div>

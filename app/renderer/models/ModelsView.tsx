@@ -4,14 +4,17 @@ import { useShallow } from "zustand/react/shallow";
 import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { formatBytes } from "../common/format.js";
 import { useApp } from "../stores/store.js";
+import { stageLabel } from "./stage-labels.js";
 
 export function ModelsView() {
-  const { files, current, loadingPath, progress, summary, error } = useApp(useShallow((s) => ({
+  const { files, current, loadingPath, progress, summary, error, notice, cancelling } = useApp(useShallow((s) => ({
     files: s.files, current: s.current, loadingPath: s.loadingPath, progress: s.progress, summary: s.summary, error: s.modelsError,
+    notice: s.modelsNotice, cancelling: s.cancellingLoad,
   })));
   const refresh = useApp((s) => s.refreshModels);
   const load = useApp((s) => s.loadModel);
   const unload = useApp((s) => s.unloadModel);
+  const cancelLoad = useApp((s) => s.cancelLoad);
   const inspect = useApp((s) => s.inspectModel);
   const [path, setPath] = useState("");
   const [threads, setThreads] = useState("");
@@ -46,13 +49,21 @@ export function ModelsView() {
       {loadingPath && (
         <section className="card" data-testid="load-progress">
           <h3>Loading {loadingPath.split(/[\\/]/).pop()}</h3>
-          <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={pct}>
+          <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={pct}
+            aria-valuetext={progress ? stageLabel(progress.stage) : "Checking the file"} aria-label="Load progress">
             <div style={{ width: `${pct}%` }} />
           </div>
-          <p>{progress ? `Stage ${Math.max(stageIndex, 1)} of ${LOAD_STAGES.length}: ${progress.stage}` : "Starting…"}</p>
+          <div className="progress-row">
+            <p data-testid="load-stage">{progress
+              ? <>Stage {Math.max(stageIndex, 1)} of {LOAD_STAGES.length}: {stageLabel(progress.stage)} <code>{progress.stage}</code></>
+              : "Checking the file…"}</p>
+            <button type="button" onClick={() => void cancelLoad()} disabled={cancelling} data-testid="cancel-load">
+              {cancelling ? "Cancelling…" : "Cancel load"}</button>
+          </div>
         </section>
       )}
       {error && <div className="banner error" role="alert">{error}</div>}
+      {notice && <div className="banner note" role="status" data-testid="models-notice">{notice}</div>}
       <section className="card">
         <h3>Model files</h3>
         <table>

@@ -23,6 +23,8 @@ export interface ChatSlice {
   send(content: string): Promise<boolean>;
   stop(): Promise<void>;
   regenerate(): Promise<void>;
+  /** Edit-and-resend: the message gets `content`, later messages go, and a new reply starts. */
+  editAndResend(messageId: string, content: string): Promise<boolean>;
   updateSettings(systemPrompt: string, temperature: number): Promise<void>;
   onReply(e: ChatReplyEvent): void;
   clearChatError(): void;
@@ -31,6 +33,22 @@ export interface ChatSlice {
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, get) => {
+  // A reply's events travel apart from the call that started it and can
+  // overtake its answer: deltas for a message the page does not show yet are
+  // kept here, and a reply whose "done" came first is not marked running.
+  const early = new Map<string, string>();
+  const finished = new Set<string>();
+  /** Shows a started reply: `kept` messages (without it), then `extra`, then the reply as far as it got. */
+  const placeReply = (kept: Message[], extra: Message[], reply: Message) => {
+    const shown = get().messages.find((m) => m.id === reply.id);
+    const text = early.get(reply.id) ?? "";
+    early.delete(reply.id);
+    const ids = new Set([reply.id, ...extra.map((m) => m.id)]);
+    set({
+      messages: [...kept.filter((m) => !ids.has(m.id)), ...extra, shown ?? { ...reply, content: reply.content + text }],
+      reply: finished.has(reply.id) ? null : { messageId: reply.id, position: null },
+    });
+  };
   const guard = async (fn: () => Promise<void>) => {
     try {
       await fn();
@@ -95,11 +113,7 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
           id = c.id;
         }
         const r = await client.chat.send({ conversationId: id, content });
-        if (get().selectedId === id) {
-          const known = new Set(get().messages.map((m) => m.id));
-          const add = [r.userMessage, r.assistantMessage].filter((m): m is Message => m !== null && !known.has(m.id));
-          set({ messages: [...get().messages, ...add], reply: { messageId: r.assistantMessage.id, position: null } });
-        }
+        if (get().selectedId === id) placeReply(get().messages, r.userMessage ? [r.userMessage] : [], r.assistantMessage);
         return true;
       } catch (err) {
         set({ chatError: message(err) });
@@ -115,11 +129,25 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       if (id === null) return;
       const r = await client.chat.regenerate({ conversationId: id });
       if (get().selectedId !== id) return;
-      const messages = get().messages;
-      const last = messages.at(-1);
-      const kept = last?.role === "assistant" ? messages.slice(0, -1) : messages;
-      set({ messages: [...kept, r.assistantMessage], reply: { messageId: r.assistantMessage.id, position: null } });
+      const messages = get().messages.filter((m) => m.id !== r.assistantMessage.id);
+      const kept = messages.at(-1)?.role === "assistant" ? messages.slice(0, -1) : messages;  // the reply it replaces
+      placeReply(kept, [], r.assistantMessage);
     }),
+    editAndResend: async (messageId, content) => {
+      const id = get().selectedId;
+      if (id === null) return false;
+      try {
+        const r = await client.chat.editAndResend({ conversationId: id, messageId, content });
+        if (get().selectedId !== id) return true;
+        const messages = get().messages;
+        const at = messages.findIndex((m) => m.id === messageId);
+        placeReply(at < 0 ? messages : messages.slice(0, at), r.userMessage ? [r.userMessage] : [], r.assistantMessage);
+        return true;
+      } catch (err) {
+        set({ chatError: message(err) });
+        return false;
+      }
+    },
     updateSettings: (systemPrompt, temperature) => guard(async () => {
       const id = get().selectedId;
       if (id === null) return;
@@ -141,6 +169,7 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
           break;
         case "delta": {
           const has = messages.some((m) => m.id === e.messageId);
+          if (!has) early.set(e.messageId, (early.get(e.messageId) ?? "") + e.text);
           set({
             messages: has ? messages.map((m) => (m.id === e.messageId ? { ...m, content: m.content + e.text } : m)) : messages,
             reply: { messageId: e.messageId, position: null },
@@ -148,6 +177,8 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
           break;
         }
         case "done": {
+          early.delete(e.messageId);
+          finished.add(e.messageId);
           const has = messages.some((m) => m.id === e.messageId);
           set({
             messages: has ? messages.map((m) => (m.id === e.messageId ? e.message : m)) : [...messages, e.message],

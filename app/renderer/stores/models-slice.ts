@@ -1,7 +1,7 @@
 // Models: the files the app knows, the current model, a load's stage progress.
 import type { StateCreator } from "zustand";
 
-import type { ModelFile, ModelProgressEvent, ModelStateEvent, ModelSummary } from "../../shared/app-contract.js";
+import { loadCancelledMessage, type ModelFile, type ModelProgressEvent, type ModelStateEvent, type ModelSummary } from "../../shared/app-contract.js";
 import type { LoadedModel } from "../../shared/runtime-contract.js";
 import { client } from "../transport/index.js";
 import type { AppState } from "./store.js";
@@ -13,9 +13,14 @@ export interface ModelsSlice {
   progress: ModelProgressEvent | null;
   summary: ModelSummary | null;
   modelsError: string | null;
+  /** A plain note about the last load (e.g. that it was cancelled); not an error. */
+  modelsNotice: string | null;
+  /** A cancel was asked for and the load has not ended yet. */
+  cancellingLoad: boolean;
   refreshModels(): Promise<void>;
   loadModel(path: string, settings?: { threads?: number; contextSize?: number }): Promise<void>;
   unloadModel(): Promise<void>;
+  cancelLoad(): Promise<void>;
   inspectModel(path: string): Promise<void>;
   onModelProgress(e: ModelProgressEvent): void;
   onModelState(e: ModelStateEvent): void;
@@ -30,6 +35,8 @@ export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (s
   progress: null,
   summary: null,
   modelsError: null,
+  modelsNotice: null,
+  cancellingLoad: false,
   refreshModels: async () => {
     try {
       const [files, current] = await Promise.all([client.models.list(), client.models.current()]);
@@ -39,13 +46,23 @@ export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (s
     }
   },
   loadModel: async (path, settings) => {
-    set({ modelsError: null, loadingPath: path, progress: null });
+    set({ modelsError: null, modelsNotice: null, loadingPath: path, progress: null });
     try {
       const current = await client.models.load(settings ? { path, settings } : { path });
       set({ current, loadingPath: null });
       await get().refreshModels();
     } catch (err) {
-      set({ modelsError: message(err), loadingPath: null });
+      // A cancelled load is reported by its model.state event, as a note.
+      set(message(err) === loadCancelledMessage ? { loadingPath: null } : { modelsError: message(err), loadingPath: null });
+    }
+  },
+  cancelLoad: async () => {
+    set({ cancellingLoad: true });
+    try {
+      const { cancelled } = await client.models.cancelLoad();
+      if (!cancelled) set({ cancellingLoad: false });
+    } catch (err) {
+      set({ modelsError: message(err), cancellingLoad: false });
     }
   },
   unloadModel: async () => {
@@ -66,13 +83,16 @@ export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (s
   },
   onModelProgress: (e) => set({ progress: e, loadingPath: e.stage === "ready" ? get().loadingPath : e.path }),
   onModelState: (e) => {
-    if (e.kind === "loading") set({ loadingPath: e.path, progress: null, current: null });
+    if (e.kind === "loading") set({ loadingPath: e.path, progress: null, current: null, modelsNotice: null, cancellingLoad: false });
     else if (e.kind === "loaded") {
-      set({ current: e.model, loadingPath: null });
+      set({ current: e.model, loadingPath: null, cancellingLoad: false });
       void get().refreshModels();
     } else if (e.kind === "unloaded") set({ current: null });
-    else {
-      set({ loadingPath: null, modelsError: `loading ${e.path} failed: ${e.message}` });
+    else if (e.kind === "cancelled") {
+      set({ loadingPath: null, progress: null, cancellingLoad: false, modelsNotice: `Loading ${e.path} was cancelled.` });
+      void get().refreshModels();
+    } else {
+      set({ loadingPath: null, cancellingLoad: false, modelsError: `loading ${e.path} failed: ${e.message}` });
       void get().refreshModels();  // the previous model may still be loaded
     }
   },

@@ -29,10 +29,18 @@ export const useApp = create<AppState>()((...a) => ({
 /** Wires the event streams into the store once; returns the unsubscribe function. */
 export function connectEvents(): () => void {
   const s = useApp.getState;
+  // Loaded models and running replies pin packages: keep the packages page's "pinned by" current.
+  const refreshPins = () => { if (s().view === "packages") void s().refreshPackages(); };
   const offs = [
-    client.on("chat.reply", (e) => s().onReply(e)),
+    client.on("chat.reply", (e) => {
+      s().onReply(e);
+      if (e.kind === "started" || e.kind === "done") refreshPins();
+    }),
     client.on("model.progress", (e) => s().onModelProgress(e)),
-    client.on("model.state", (e) => s().onModelState(e)),
+    client.on("model.state", (e) => {
+      s().onModelState(e);
+      refreshPins();
+    }),
     client.on("packages.changed", (e) => s().onPackagesChanged(e.packages)),
     client.on("profiles.changed", (e) => s().onProfilesChanged(e.recent)),
   ];

@@ -55,9 +55,18 @@ typedef struct guild_load_params {
   /* Progress: called on the loading thread; return nonzero to cancel the load. */
   int32_t (*progress)(const char* stage, double fraction, void* user);
   void* progress_user;
-  /* Kernel packages directory (docs/PACKAGES.md); null or "" = $GUILD_PACKAGES_DIR,
-   * else ~/.local/share/guild/packages. No such directory: built-in kernels. */
+  /* The user's kernel packages directory (docs/PACKAGES.md); null or "" =
+   * $GUILD_PACKAGES_DIR, else ~/.local/share/guild/packages. The bundled packages
+   * are searched too; with no usable CPU package the load fails (UNSUPPORTED). */
   const char* packages_dir;
+  /* GPU use (builds with CUDA; docs/CUDA.md): null or "" = $GUILD_GPU, else "auto";
+   * "auto" = device 0 when usable, else the CPU; "cpu" = never; "cuda:N" = device N
+   * (the load fails when it is unusable). */
+  const char* gpu;
+  /* Device memory the model may use, in bytes; <= 0 = free memory less 1 GiB. */
+  double gpu_budget_bytes;
+  /* Nonzero: every routed expert is computed by the CPU (dense weights and KV on the GPU). */
+  int32_t experts_on_cpu;
 } guild_load_params;
 
 GUILD_API guild_load_params guild_load_params_default(void);

@@ -1,9 +1,14 @@
-// Picks the CPU kernel table for this process: cpu-avx512 when the binary has
-// it and the CPU supports AVX-512 F/BW/VL/DQ + VNNI (with OS support for the
-// ZMM state; its batch products use AMX-INT8 where cpu_amx_usable()), else
-// cpu-avx2 when the CPU supports AVX2 + FMA + F16C, else cpu-generic.
-// GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512 overrides; an unknown
-// or unavailable choice is ignored with one warning on stderr.
+// Picks a CPU kernel table among the ones linked into this binary, for the
+// kernel tests and tools that link the tables directly (guild_kernels):
+// cpu-avx512 when the binary has it and the CPU supports AVX-512
+// F/BW/VL/DQ + VNNI (with OS support for the ZMM state; its batch products use
+// AMX-INT8 where cpu_amx_usable()), else cpu-avx2 when the CPU supports
+// AVX2 + FMA + F16C, else cpu-generic. GUILD_FORCE_KERNELS=cpu-generic|
+// cpu-avx2|cpu-avx512 overrides; an unknown or unavailable choice is ignored
+// with one warning on stderr. The runtime links none of this: a model load
+// takes its table from the kernel packages (packages/loader.h, whose
+// provider scores follow the same order, and GUILD_FORCE_KERNELS picks among
+// the loaded packages).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -207,6 +207,46 @@ cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, in
 cudaError_t moe_group(const MoeGroups& g, int n_tokens, int k, int n_expert, cudaStream_t s);
 // x[t][d] += sum_j weights[t*k+j] * y[(t*k+j)][d]  (y row stride n)
 cudaError_t moe_combine(const float* y, const float* weights, int n_tokens, int k, int n, float* x, cudaStream_t s);
+// The same, skipping slots whose slot_ids[t*k+j] < 0 (experts computed elsewhere,
+// by the CPU expert pool in hybrid mode). A token with no GPU slot adds nothing.
+cudaError_t moe_combine_masked(const float* y, const float* weights, const int32_t* slot_ids, int n_tokens, int k,
+                               int n, float* x, cudaStream_t s);
+// Hybrid expert placement: cache_ids[i] = slot_of[ids[i]] (the expert's slot in
+// this layer's GPU expert cache, or -1 when the CPU computes it) for n_slots
+// routing slots; counts[ids[i]] += 1 when counts is not null (routing
+// statistics for calibration and the online cache policy).
+cudaError_t moe_remap_ids(const int32_t* ids, int n_slots, const int32_t* slot_of, int32_t* cache_ids,
+                          uint32_t* counts, cudaStream_t s);
+
+// ---- hybrid MoE hand-off (hybrid.cu) --------------------------------------------------------
+
+// The mailbox in host-mapped memory between the GPU and the CPU expert server.
+// The GPU writes layer/n and then req_seq (release, system scope); the server
+// answers by writing done_seq = req_seq after the output rows.
+struct HybridMailbox {
+  uint32_t req_seq;
+  int32_t layer;
+  int32_t n;
+  uint32_t pad0[13];
+  uint32_t done_seq;  // own 64-byte line: written by the CPU only
+  uint32_t pad1[15];
+};
+
+// Copies one MoE layer's normed input rows (n x d), routing ids and weights to
+// host-mapped memory and counts into *pending the choices whose expert has
+// slot_of[e] < 0 (computed by the CPU).
+cudaError_t hybrid_export(const float* xn, int n, int d, const int32_t* ids, const float* weights, int k,
+                          const int32_t* slot_of, float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending,
+                          cudaStream_t s);
+// When *pending > 0: posts request ++*seq for (layer, n) in the mailbox.
+cudaError_t hybrid_post(HybridMailbox* mb, int layer, int n, const int32_t* pending, uint32_t* seq, cudaStream_t s);
+// When *pending > 0: waits (one thread) until the mailbox answers *seq; after
+// timeout_ns sets *error_flag instead.
+cudaError_t hybrid_wait(const HybridMailbox* mb, const int32_t* pending, const uint32_t* seq, int32_t* error_flag,
+                        uint64_t timeout_ns, cudaStream_t s);
+// When *pending > 0 and no error: x[i] += h_out[i] for count floats (h_out host-mapped).
+cudaError_t hybrid_add(float* x, const float* h_out, int64_t count, const int32_t* pending, const int32_t* error_flag,
+                       cudaStream_t s);
 
 // ---- lookups ------------------------------------------------------------------------------
 

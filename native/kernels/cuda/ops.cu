@@ -369,6 +369,33 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   x[static_cast<int64_t>(t) * n + d] += acc;
 }
 
+__global__ void moe_combine_masked_kernel(const float* __restrict__ y, const float* __restrict__ w,
+                                          const int32_t* __restrict__ slot_ids, int k, int n, float* __restrict__ x) {
+  const int t = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= n) return;
+  const float* wt = w + static_cast<int64_t>(t) * k;
+  const int32_t* st = slot_ids + static_cast<int64_t>(t) * k;
+  float acc = 0.0f;
+  bool any = false;
+  for (int j = 0; j < k; ++j) {
+    if (st[j] < 0) continue;
+    const float v = __fmul_rn(y[(static_cast<int64_t>(t) * k + j) * n + d], wt[j]);
+    acc = any ? __fadd_rn(acc, v) : v;
+    any = true;
+  }
+  if (any) x[static_cast<int64_t>(t) * n + d] += acc;
+}
+
+__global__ void moe_remap_ids_kernel(const int32_t* __restrict__ ids, int n_slots, const int32_t* __restrict__ slot_of,
+                                     int32_t* __restrict__ cache_ids, uint32_t* __restrict__ counts) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_slots) return;
+  const int32_t e = ids[i];
+  cache_ids[i] = slot_of[e];
+  if (counts) atomicAdd(&counts[e], 1u);
+}
+
 // ---- lookups --------------------------------------------------------------------------------
 
 template <uint32_t T>
@@ -565,6 +592,23 @@ cudaError_t moe_combine(const float* y, const float* weights, int n_tokens, int 
   if (n_tokens == 0) return cudaSuccess;
   GUILD_CUDA_RETURN_IF(n_tokens > 65535, cudaErrorInvalidValue);
   moe_combine_kernel<<<dim3(ceil_div(n, 256), n_tokens), 256, 0, s>>>(y, weights, k, n, x);
+  return launch_status();
+}
+
+cudaError_t moe_combine_masked(const float* y, const float* weights, const int32_t* slot_ids, int n_tokens, int k,
+                               int n, float* x, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!y || !weights || !slot_ids || !x || k < 1 || n < 1, cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  GUILD_CUDA_RETURN_IF(n_tokens > 65535, cudaErrorInvalidValue);
+  moe_combine_masked_kernel<<<dim3(ceil_div(n, 256), n_tokens), 256, 0, s>>>(y, weights, slot_ids, k, n, x);
+  return launch_status();
+}
+
+cudaError_t moe_remap_ids(const int32_t* ids, int n_slots, const int32_t* slot_of, int32_t* cache_ids,
+                          uint32_t* counts, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!ids || !slot_of || !cache_ids || n_slots < 0, cudaErrorInvalidValue);
+  if (n_slots == 0) return cudaSuccess;
+  moe_remap_ids_kernel<<<ceil_div(n_slots, 256), 256, 0, s>>>(ids, n_slots, slot_of, cache_ids, counts);
   return launch_status();
 }
 

@@ -70,15 +70,21 @@ struct CpuKernelTable {
   void (*swiglu_f32)(int64_t n, const float* gate, const float* up, float* out) = nullptr;
 };
 
-// Tables built into this binary (until kernel packages load them at run time).
+// The kernel tables themselves, defined in native/kernels/cpu: linked into
+// each kernel package library (its provider entry returns one of them) and
+// into the kernel tests and tools, never into the runtime (guild_runtime, the
+// addon, libguild), whose tables come from the packages loaded at model load
+// (docs/PACKAGES.md). A runtime file calling these would not link.
 const CpuKernelTable& cpu_kernels_generic();
 // Null when this binary was built without the AVX2 table.
 const CpuKernelTable* cpu_kernels_avx2();
 // Null when this binary was built without the AVX-512 table.
 const CpuKernelTable* cpu_kernels_avx512();
-// The best table the running CPU supports: AVX-512 (F/BW/VL/DQ/VNNI; its
-// batch products use AMX-INT8 where cpu_amx_usable()) over AVX2+FMA+F16C over
-// generic; GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|cpu-avx512 overrides.
+// The best table the running CPU supports, among those linked in: AVX-512
+// (F/BW/VL/DQ/VNNI; its batch products use AMX-INT8 where cpu_amx_usable())
+// over AVX2+FMA+F16C over generic; GUILD_FORCE_KERNELS=cpu-generic|cpu-avx2|
+// cpu-avx512 overrides. For kernel tests and tools; a model load picks among
+// the loaded packages instead (packages::pick_cpu_provider, the same rule).
 const CpuKernelTable& cpu_kernels_best();
 
 }  // namespace guild

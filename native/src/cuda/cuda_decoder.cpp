@@ -1,6 +1,10 @@
 #include "cuda/cuda_decoder.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -32,8 +36,16 @@ struct Upload {
 struct Layout {
   // scratch floats / bytes
   int T = 0, K = 1, n_ff_max = 0, q_dim = 0, kv_dim = 0, widest = 0, act_rows = 0, logits_rows = 0, max_tiles = 1;
-  size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0;
+  size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, cache_bytes = 0, staging_bytes = 0;
   std::vector<Upload> uploads;
+  // Hybrid: per layer, the GPU expert cache (offsets in the cache arena).
+  struct Cache {
+    int slots = 0;
+    size_t gate_off = 0, up_off = 0, down_off = 0;
+    size_t gate_stride = 0, up_stride = 0, down_stride = 0;  // row strides
+  };
+  std::vector<Cache> caches;
+  bool hybrid = false;
   std::unordered_map<const void*, size_t> index;  // host data -> uploads index
 };
 
@@ -75,6 +87,7 @@ bool plan_vector(Layout& L, const float* v, int64_t n) {
 bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, Layout* out,
           std::string* error) {
   Layout& L = *out;
+  L.hybrid = !o.expert_cache_slots.empty() && hp.n_expert > 0;
   if (hp.head_dim_k != hp.head_dim_v) { *error = "CUDA decoder: head_dim_k != head_dim_v is not supported"; return false; }
   if (!attention_head_dim_supported(hp.head_dim_k, false) || !attention_head_dim_supported(hp.head_dim_k, true)) {
     *error = "CUDA decoder: head size " + std::to_string(hp.head_dim_k) + " is not supported";
@@ -103,8 +116,15 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
                            {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}})
       if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str())) return false;
     for (auto [e, name] : {std::pair{&lw.gate_exps, ".ffn_gate_exps"}, {&lw.up_exps, ".ffn_up_exps"},
-                           {&lw.down_exps, ".ffn_down_exps"}})
-      if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str())) return false;
+                           {&lw.down_exps, ".ffn_down_exps"}}) {
+      if (!L.hybrid) {
+        if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str())) return false;
+      } else if (e->first.data && !matrix_type_supported(e->first.type)) {
+        *error = std::string("CUDA decoder: tensor type ") + std::string(tensor_type_name(e->first.type)) + " of " +
+                 n + name + " has no CUDA kernel";
+        return false;
+      }
+    }
     if (lw.is_moe() && (!lw.gate_exps.first.data || !lw.up_exps.first.data || !lw.down_exps.first.data)) {
       *error = "CUDA decoder: " + n + " has a router but its experts are not bound";
       return false;
@@ -117,6 +137,48 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
     off += u.bytes();
   }
   L.weight_bytes = align_up(off, 256);
+  if (L.hybrid) {
+    if (o.expert_cache_slots.size() != w.layers.size()) {
+      *error = "CUDA decoder: expert_cache_slots needs one entry per layer";
+      return false;
+    }
+    size_t coff = 0;
+    L.caches.resize(w.layers.size());
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights& lw = w.layers[l];
+      Layout::Cache& c = L.caches[l];
+      const int slots = o.expert_cache_slots[l];
+      if (!lw.is_moe()) continue;
+      if (slots < 0 || slots > hp.n_expert) {
+        *error = "CUDA decoder: layer " + std::to_string(l) + " cache of " + std::to_string(slots) + " experts (model has " +
+                 std::to_string(hp.n_expert) + ")";
+        return false;
+      }
+      c.slots = slots;
+      c.gate_stride = align_up(lw.gate_exps.first.row_bytes, 16);
+      c.up_stride = align_up(lw.up_exps.first.row_bytes, 16);
+      c.down_stride = align_up(lw.down_exps.first.row_bytes, 16);
+      for (auto [o_off, stride, m] : {std::tuple{&c.gate_off, c.gate_stride, &lw.gate_exps.first},
+                                      {&c.up_off, c.up_stride, &lw.up_exps.first},
+                                      {&c.down_off, c.down_stride, &lw.down_exps.first}}) {
+        coff = align_up(coff, 256);
+        *o_off = coff;
+        coff += static_cast<size_t>(slots) * static_cast<size_t>(m->n_out) * stride;
+      }
+    }
+    L.cache_bytes = align_up(coff, 256);
+    if (o.stream_prefill) {
+      for (size_t l = 0; l < w.layers.size(); ++l) {
+        const Layout::Cache& c = L.caches[l];
+        if (!w.layers[l].is_moe()) continue;
+        size_t b = 0;
+        for (auto [stride, m] : {std::pair{c.gate_stride, &w.layers[l].gate_exps.first},
+                                 {c.up_stride, &w.layers[l].up_exps.first}, {c.down_stride, &w.layers[l].down_exps.first}})
+          b = align_up(b, 256) + static_cast<size_t>(hp.n_expert) * static_cast<size_t>(m->n_out) * stride;
+        L.staging_bytes = std::max(L.staging_bytes, align_up(b, 256));
+      }
+    }
+  }
 
   L.T = o.max_tokens;
   L.K = std::max(1, hp.n_expert_used);
@@ -145,6 +207,8 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   bytes += static_cast<size_t>(L.act_rows) * (L.widest / 32) * 4;      // q8 scales
   bytes += static_cast<size_t>(L.act_rows) * L.widest * 2;             // f16
   bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
+  if (L.hybrid)  // cache ids, slot maps, routing counts, pending / seq / error
+    bytes += (T * K + 2 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 6 * 256;
   L.scratch_bytes = align_up(bytes, 256);
   return true;
 }
@@ -173,6 +237,9 @@ struct CudaDecoder::Impl {
   uint8_t* kv_mem = nullptr;
   uint8_t* scratch_mem = nullptr;
 
+  struct Experts {
+    DevMatrix gate, up, down;
+  };
   struct Layer {
     const float* attn_norm = nullptr;
     const float* q_norm = nullptr;
@@ -182,6 +249,16 @@ struct CudaDecoder::Impl {
     bool moe = false;
     uint16_t* k_cache = nullptr;
     uint16_t* v_cache = nullptr;
+    // Hybrid: the layer's GPU expert cache (gate/up/down_exps point into it,
+    // n_expert = slots), the host expert stacks it is filled from, and the
+    // expert -> slot map (-1: CPU) on both sides.
+    int cache_slots = 0;
+    bool cpu_part = false;  // some experts of this layer are computed by the CPU
+    ExpertMatrices host_gate, host_up, host_down;
+    Experts staged;  // the staging area viewed as this layer's full stacks
+    int32_t* d_slot_of = nullptr;
+    std::vector<int32_t> slot_of;  // [n_expert]
+    std::vector<int32_t> cached;   // [cache_slots] expert per slot, -1 empty
   };
   std::vector<Layer> layers;
   DevMatrix token_embd, output;
@@ -202,14 +279,93 @@ struct CudaDecoder::Impl {
   int replays = 0;
   std::string err;
 
+  // ---- hybrid MoE ----
+  uint8_t* cache_mem = nullptr;
+  uint8_t* staging_mem = nullptr;     // one layer's whole expert stack (streamed prefill)
+  int stream_min = 0;                 // steps of >= this many tokens stream (0: never)
+  std::vector<std::pair<void*, size_t>> pinned_ranges;  // cudaHostRegister'ed expert memory
+  cudaEvent_t ev_done = nullptr;      // end of a forward (blocking sync: the waiting thread sleeps)
+  int32_t* d_cache_ids = nullptr;     // [T*K] slot of each routed choice in its layer's cache, -1 CPU
+  uint32_t* d_counts = nullptr;       // [n_layer][n_expert] routing counts
+  int32_t* d_pending = nullptr;       // CPU choices of the layer in flight
+  uint32_t* d_seq = nullptr;          // last mailbox request posted
+  int32_t* d_error = nullptr;         // set when the CPU server did not answer in time
+  // Host-mapped (pinned) memory shared with the CPU expert server.
+  HybridMailbox* mailbox = nullptr;
+  float* h_xn = nullptr;              // [T][n_embd]
+  int32_t* h_ids = nullptr;           // [T*K]
+  float* h_w = nullptr;               // [T*K]
+  float* h_out = nullptr;             // [T][n_embd]
+  float* h_logits = nullptr;          // pinned [logits_rows][n_vocab]: logits land here in hybrid mode
+  // Device views of the same memory.
+  HybridMailbox* dv_mailbox = nullptr;
+  float *dv_xn = nullptr, *dv_w = nullptr, *dv_out = nullptr;
+  int32_t* dv_ids = nullptr;
+  // The CPU expert server: spins on the mailbox while a forward is in flight
+  // (on the pool's worker-0 core), sleeps otherwise.
+  std::thread server;
+  std::mutex server_mu;
+  std::condition_variable server_cv;
+  std::atomic<bool> serving{false};
+  bool server_stop = false;
+
+  void server_loop() {
+    uint32_t last = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lk(server_mu);
+        server_cv.wait(lk, [&] { return server_stop || serving.load(); });
+        if (server_stop) return;
+      }
+      while (serving.load(std::memory_order_acquire)) {
+        const uint32_t s = __atomic_load_n(&mailbox->req_seq, __ATOMIC_ACQUIRE);
+        if (s == last) {
+          __builtin_ia32_pause();
+          continue;
+        }
+        last = s;
+        const int layer = mailbox->layer, n = mailbox->n;
+        if (layer >= 0 && layer < static_cast<int>(layers.size()) && n >= 1 && n <= L.T)
+          opt.cpu.run(opt.cpu.ctx, layer, n, h_xn, h_ids, h_w, layers[layer].slot_of.data(), h_out);
+        __atomic_store_n(&mailbox->done_seq, s, __ATOMIC_RELEASE);
+      }
+    }
+  }
+  void start_serving() {
+    if (!L.hybrid) return;
+    {
+      std::lock_guard<std::mutex> lk(server_mu);
+      serving.store(true);
+    }
+    server_cv.notify_one();
+  }
+  void stop_serving() { serving.store(false); }
+
   ~Impl() {
+    if (server.joinable()) {
+      {
+        std::lock_guard<std::mutex> lk(server_mu);
+        server_stop = true;
+        serving.store(false);
+      }
+      server_cv.notify_one();
+      server.join();
+    }
     if (graph_exec) cudaGraphExecDestroy(graph_exec);
     if (graph) cudaGraphDestroy(graph);
     if (stream) cudaStreamDestroy(stream);
+    if (ev_done) cudaEventDestroy(ev_done);
     if (weight_mem) cudaFree(weight_mem);
+    if (cache_mem) cudaFree(cache_mem);
+    if (staging_mem) cudaFree(staging_mem);
+    for (const auto& r : pinned_ranges) cudaHostUnregister(r.first);
     if (kv_mem) cudaFree(kv_mem);
     if (scratch_mem) cudaFree(scratch_mem);
     if (h_pinned) cudaFreeHost(h_pinned);
+    if (h_logits) cudaFreeHost(h_logits);
+    for (void* p : {static_cast<void*>(mailbox), static_cast<void*>(h_xn), static_cast<void*>(h_ids),
+                    static_cast<void*>(h_w), static_cast<void*>(h_out)})
+      if (p) cudaFreeHost(p);
   }
 
   bool fail(const char* what, cudaError_t e) {
@@ -352,49 +508,133 @@ struct CudaDecoder::Impl {
     return matmul(ly.wo, as, x, hp.n_embd, true);  // x += attn · Woᵀ
   }
 
-  bool moe_block(const Layer& ly, int n) {
+  // How long the GPU waits for the CPU expert server before failing the step.
+  static constexpr uint64_t kServerTimeoutNs = 60ull * 1000 * 1000 * 1000;
+
+  bool moe_block(const Layer& ly, int layer, int n) {
     const int kk = hp.n_expert_used;
-    const int n_slots = n * kk;
     Src xs{};
     if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
     if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
     cudaError_t e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
     if (e != cudaSuccess) return fail("moe_route", e);
-    e = moe_group(groups, n, kk, hp.n_expert, stream);
-    if (e != cudaSuccess) return fail("moe_group", e);
-    const int max_active = std::min(hp.n_expert, n_slots);
+    if (!L.hybrid) {
+      e = moe_group(groups, n, kk, hp.n_expert, stream);
+      if (e != cudaSuccess) return fail("moe_group", e);
+      return gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups, hp.n_expert, xs, n) &&
+             combine(groups.weights, nullptr, n);
+    }
+    // Hybrid: the choices whose expert is cached run here; the others are
+    // posted to the CPU expert server, which computes them at the same time;
+    // its output is added to the residual after both are done.
+    const int n_slots = n * kk;
+    e = moe_remap_ids(groups.ids, n_slots, ly.d_slot_of, d_cache_ids, d_counts + static_cast<int64_t>(layer) * hp.n_expert,
+                      stream);
+    if (e != cudaSuccess) return fail("moe_remap_ids", e);
+    if (ly.cpu_part && stream_min > 0 && n >= stream_min && staging_mem) {
+      // A big batch: bring the uncached experts to the GPU instead.
+      if (!stage_layer(ly)) return false;
+      e = moe_group(groups, n, kk, hp.n_expert, stream);
+      if (e != cudaSuccess) return fail("moe_group", e);
+      return gpu_experts(ly.staged, groups, hp.n_expert, xs, n) && combine(groups.weights, nullptr, n);
+    }
+    if (ly.cpu_part) {
+      if ((e = hybrid_export(xs.f32, n, hp.n_embd, groups.ids, groups.weights, kk, ly.d_slot_of, dv_xn, dv_ids, dv_w,
+                             d_pending, stream)) != cudaSuccess ||
+          (e = hybrid_post(dv_mailbox, layer, n, d_pending, d_seq, stream)) != cudaSuccess)
+        return fail("hybrid MoE (post)", e);
+    }
+    if (ly.cache_slots > 0) {
+      MoeGroups g = groups;
+      g.ids = d_cache_ids;
+      e = moe_group(g, n, kk, ly.cache_slots, stream);
+      if (e != cudaSuccess) return fail("moe_group", e);
+      if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n) ||
+          !combine(groups.weights, d_cache_ids, n))
+        return false;
+    }
+    if (ly.cpu_part) {
+      if ((e = hybrid_wait(dv_mailbox, d_pending, d_seq, d_error, kServerTimeoutNs, stream)) != cudaSuccess ||
+          (e = hybrid_add(x, dv_out, static_cast<int64_t>(n) * hp.n_embd, d_pending, d_error, stream)) != cudaSuccess)
+        return fail("hybrid MoE (wait)", e);
+    }
+    return true;
+  }
+
+  // The layer's whole expert stacks in the staging area: cached experts from
+  // the cache (device to device), the others from host memory, runs of
+  // consecutive uncached experts in one copy each.
+  bool stage_layer(const Layer& ly) {
+    cudaError_t e = cudaSuccess;
+    for (auto [dst, cache, host] : {std::tuple{&ly.staged.gate, &ly.gate_exps, &ly.host_gate},
+                                    {&ly.staged.up, &ly.up_exps, &ly.host_up},
+                                    {&ly.staged.down, &ly.down_exps, &ly.host_down}}) {
+      uint8_t* base = static_cast<uint8_t*>(const_cast<void*>(dst->data));
+      const size_t rows = static_cast<size_t>(host->first.n_out), rb = host->first.row_bytes;
+      for (int e0 = 0; e0 < hp.n_expert && e == cudaSuccess;) {
+        const int slot = ly.slot_of[e0];
+        if (slot >= 0) {
+          e = cudaMemcpyAsync(base + static_cast<size_t>(e0) * dst->expert_stride,
+                              static_cast<const uint8_t*>(cache->data) + static_cast<size_t>(slot) * cache->expert_stride,
+                              dst->expert_stride, cudaMemcpyDeviceToDevice, stream);
+          ++e0;
+          continue;
+        }
+        int e1 = e0 + 1;
+        while (e1 < hp.n_expert && ly.slot_of[e1] < 0) ++e1;
+        e = cudaMemcpy2DAsync(base + static_cast<size_t>(e0) * dst->expert_stride, dst->row_stride,
+                              host->first.data + static_cast<size_t>(e0) * host->expert_bytes, rb, rb,
+                              rows * static_cast<size_t>(e1 - e0), cudaMemcpyHostToDevice, stream);
+        e0 = e1;
+      }
+    }
+    return e == cudaSuccess || fail("expert staging copy", e);
+  }
+
+  bool combine(const float* weights, const int32_t* mask, int n) {
+    const cudaError_t e = mask ? moe_combine_masked(ffn_down, weights, mask, n, hp.n_expert_used, hp.n_embd, x, stream)
+                               : moe_combine(ffn_down, weights, n, hp.n_expert_used, hp.n_embd, x, stream);
+    return e == cudaSuccess || fail("moe_combine", e);
+  }
+
+  // gate/up GLU and down of the grouped slots (n_groups experts in the stacks),
+  // per-slot outputs in ffn_down.
+  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n) {
+    const int kk = hp.n_expert_used;
+    const int n_slots = n * kk;
+    cudaError_t e;
+    const int max_active = std::min(n_groups, n_slots);
     const int n_ff = hp.n_ff_exp;
-    const bool gemv_up = use_gemv(ly.gate_exps, n) || use_gemv(ly.up_exps, n);
+    const bool gemv_up = use_gemv(ly.gate, n) || use_gemv(ly.up, n);
     if (gemv_up) {
-      if (!ensure(xs, act_format_gemv(ly.gate_exps.type)) || !ensure(xs, act_format_gemv(ly.up_exps.type))) return false;
-      if (ly.gate_exps.type == ly.up_exps.type && ly.gate_exps.row_stride == ly.up_exps.row_stride) {
-        e = moe_gemv_glu(ly.gate_exps, ly.up_exps, view(xs), groups, kk, max_active, n, ffn_h, n_ff, stream);
+      if (!ensure(xs, act_format_gemv(ly.gate.type)) || !ensure(xs, act_format_gemv(ly.up.type))) return false;
+      if (ly.gate.type == ly.up.type && ly.gate.row_stride == ly.up.row_stride) {
+        e = moe_gemv_glu(ly.gate, ly.up, view(xs), groups, kk, max_active, n, ffn_h, n_ff, stream);
         if (e != cudaSuccess) return fail("moe_gemv_glu", e);
       } else {
-        e = moe_gemv(ly.gate_exps, view(xs), groups, kk, max_active, n, ffn_gate, n_ff, stream);
-        if (e == cudaSuccess) e = moe_gemv(ly.up_exps, view(xs), groups, kk, max_active, n, ffn_up, n_ff, stream);
+        e = moe_gemv(ly.gate, view(xs), groups, kk, max_active, n, ffn_gate, n_ff, stream);
+        if (e == cudaSuccess) e = moe_gemv(ly.up, view(xs), groups, kk, max_active, n, ffn_up, n_ff, stream);
         if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
         if (e != cudaSuccess) return fail("moe_gemv", e);
       }
     } else {
-      if (!ensure(xs, act_format_gemm(ly.gate_exps.type)) || !ensure(xs, act_format_gemm(ly.up_exps.type))) return false;
-      e = moe_gemm(ly.gate_exps, view(xs), groups, kk, ffn_gate, n_ff, stream);
-      if (e == cudaSuccess) e = moe_gemm(ly.up_exps, view(xs), groups, kk, ffn_up, n_ff, stream);
+      if (!ensure(xs, act_format_gemm(ly.gate.type)) || !ensure(xs, act_format_gemm(ly.up.type))) return false;
+      e = moe_gemm(ly.gate, view(xs), groups, kk, ffn_gate, n_ff, stream);
+      if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs), groups, kk, ffn_up, n_ff, stream);
       if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
       if (e != cudaSuccess) return fail("moe_gemm", e);
     }
     Src hs{ffn_h, n_slots, n_ff};
-    if (use_gemv(ly.down_exps, n)) {
-      if (!ensure(hs, act_format_gemv(ly.down_exps.type))) return false;
-      e = moe_gemv(ly.down_exps, view(hs), groups, 1, max_active, n, ffn_down, hp.n_embd, stream);
+    if (use_gemv(ly.down, n)) {
+      if (!ensure(hs, act_format_gemv(ly.down.type))) return false;
+      e = moe_gemv(ly.down, view(hs), groups, 1, max_active, n, ffn_down, hp.n_embd, stream);
       if (e != cudaSuccess) return fail("moe_gemv (down)", e);
     } else {
-      if (!ensure(hs, act_format_gemm(ly.down_exps.type))) return false;
-      e = moe_gemm(ly.down_exps, view(hs), groups, 1, ffn_down, hp.n_embd, stream);
+      if (!ensure(hs, act_format_gemm(ly.down.type))) return false;
+      e = moe_gemm(ly.down, view(hs), groups, 1, ffn_down, hp.n_embd, stream);
       if (e != cudaSuccess) return fail("moe_gemm (down)", e);
     }
-    e = moe_combine(ffn_down, groups.weights, n, kk, hp.n_embd, x, stream);
-    return e == cudaSuccess || fail("moe_combine", e);
+    return true;
   }
 
   bool dense_block(const Layer& ly, int n) {
@@ -427,9 +667,10 @@ struct CudaDecoder::Impl {
       e = rope_table(rope, d_pos0, n, rope_cs, stream);
       if (e != cudaSuccess) return fail("rope_table", e);
     }
-    for (const Layer& ly : layers) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Layer& ly = layers[l];
       if (!attention_block(ly, n)) return false;
-      if (ly.moe ? !moe_block(ly, n) : !dense_block(ly, n)) return false;
+      if (ly.moe ? !moe_block(ly, static_cast<int>(l), n) : !dense_block(ly, n)) return false;
     }
     return true;
   }
@@ -526,6 +767,8 @@ bool CudaDecoder::estimate(const ModelHparams& hp, const ModelWeights& w, const 
   Layout L;
   if (!plan(hp, w, options, &L, error)) return false;
   out->weights = L.weight_bytes;
+  out->expert_cache = L.cache_bytes;
+  out->staging = L.staging_bytes;
   out->kv_cache = L.kv_bytes;
   out->scratch = L.scratch_bytes;
   return true;
@@ -547,6 +790,10 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.hp = hp;
   I.opt = options;
   if (!plan(hp, w, options, &I.L, error)) return nullptr;
+  if (I.L.hybrid && !options.cpu.run) {
+    *error = "CUDA decoder: hybrid placement without a CPU expert runner";
+    return nullptr;
+  }
   Layout& L = I.L;
   auto bail = [&](const char* what, cudaError_t e) {
     *error = "CUDA decoder: " + cuda_msg(what, e);
@@ -577,9 +824,33 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   if ((e = cudaMalloc(reinterpret_cast<void**>(&I.scratch_mem), L.scratch_bytes)) != cudaSuccess) return bail("cudaMalloc (scratch)", e);
   if ((e = cudaMemset(I.scratch_mem, 0, L.scratch_bytes)) != cudaSuccess) return bail("cudaMemset (scratch)", e);
   const size_t T = L.T;
-  if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_pinned), (2 * T + 1) * sizeof(int32_t))) != cudaSuccess) return bail("cudaMallocHost", e);
-  I.mem = CudaDecoderMemory{L.weight_bytes, L.kv_bytes, L.scratch_bytes};
-
+  if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_pinned), (2 * T + 2) * sizeof(int32_t))) != cudaSuccess) return bail("cudaMallocHost", e);
+  I.mem = CudaDecoderMemory{L.weight_bytes, L.cache_bytes, L.staging_bytes, L.kv_bytes, L.scratch_bytes};
+  if (L.hybrid) {
+    if (L.cache_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&I.cache_mem), L.cache_bytes)) != cudaSuccess)
+      return bail("cudaMalloc (expert cache)", e);
+    if (L.staging_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&I.staging_mem), L.staging_bytes)) != cudaSuccess)
+      return bail("cudaMalloc (expert staging)", e);
+    I.stream_min = options.stream_prefill ? std::max(0, options.stream_min_tokens) : 0;
+    // The thread waiting for a hybrid step sleeps instead of spinning: the CPU
+    // expert pool needs those cores.
+    if ((e = cudaEventCreateWithFlags(&I.ev_done, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess)
+      return bail("cudaEventCreate", e);
+    const size_t rows = T * hp.n_embd * sizeof(float), slots = T * L.K * 4;
+    auto mapped = [&](auto** host, auto** dev, size_t bytes) {
+      cudaError_t r = cudaHostAlloc(reinterpret_cast<void**>(host), bytes, cudaHostAllocMapped);
+      if (r == cudaSuccess) std::memset(*host, 0, bytes);
+      if (r == cudaSuccess) r = cudaHostGetDevicePointer(reinterpret_cast<void**>(dev), *host, 0);
+      return r;
+    };
+    if ((e = mapped(&I.mailbox, &I.dv_mailbox, sizeof(HybridMailbox))) != cudaSuccess ||
+        (e = mapped(&I.h_xn, &I.dv_xn, rows)) != cudaSuccess || (e = mapped(&I.h_out, &I.dv_out, rows)) != cudaSuccess ||
+        (e = mapped(&I.h_ids, &I.dv_ids, slots)) != cudaSuccess || (e = mapped(&I.h_w, &I.dv_w, slots)) != cudaSuccess)
+      return bail("cudaHostAlloc (hybrid mailbox)", e);
+    if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_logits),
+                            static_cast<size_t>(L.logits_rows) * hp.n_vocab * sizeof(float))) != cudaSuccess)
+      return bail("cudaMallocHost (logits)", e);
+  }
   I.token_embd = I.dev_matrix(w.token_embd, 1);
   I.output = I.dev_matrix(w.output, 1);
   I.output_norm = I.dev_vector(w.output_norm);
@@ -596,7 +867,42 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     ly.wv = I.dev_matrix(lw.wv, 1);
     ly.wo = I.dev_matrix(lw.wo, 1);
     ly.moe = lw.is_moe();
-    if (ly.moe) {
+    if (ly.moe && L.hybrid) {
+      const Layout::Cache& c = L.caches[l];
+      ly.router = I.dev_matrix(lw.router, 1);
+      auto cache_matrix = [&](const QMatrix& m, size_t off, size_t stride) {
+        DevMatrix d;
+        d.data = I.cache_mem ? I.cache_mem + off : nullptr;
+        d.type = m.type;
+        d.n_in = m.n_in;
+        d.n_out = m.n_out;
+        d.row_stride = stride;
+        d.expert_stride = stride * static_cast<size_t>(m.n_out);
+        d.n_expert = std::max(1, c.slots);
+        return d;
+      };
+      ly.gate_exps = cache_matrix(lw.gate_exps.first, c.gate_off, c.gate_stride);
+      ly.up_exps = cache_matrix(lw.up_exps.first, c.up_off, c.up_stride);
+      ly.down_exps = cache_matrix(lw.down_exps.first, c.down_off, c.down_stride);
+      if (I.staging_mem) {
+        size_t off = 0;
+        for (auto [dst, src] : {std::pair{&ly.staged.gate, &ly.gate_exps}, {&ly.staged.up, &ly.up_exps},
+                                {&ly.staged.down, &ly.down_exps}}) {
+          off = align_up(off, 256);
+          *dst = *src;
+          dst->data = I.staging_mem + off;
+          dst->n_expert = hp.n_expert;
+          off += static_cast<size_t>(hp.n_expert) * src->expert_stride;
+        }
+      }
+      ly.host_gate = lw.gate_exps;
+      ly.host_up = lw.up_exps;
+      ly.host_down = lw.down_exps;
+      ly.cache_slots = c.slots;
+      ly.cpu_part = c.slots < hp.n_expert;
+      ly.slot_of.assign(hp.n_expert, -1);
+      ly.cached.assign(c.slots, -1);
+    } else if (ly.moe) {
       ly.router = I.dev_matrix(lw.router, 1);
       ly.gate_exps = I.dev_matrix(lw.gate_exps.first, lw.gate_exps.n_expert);
       ly.up_exps = I.dev_matrix(lw.up_exps.first, lw.up_exps.n_expert);
@@ -660,11 +966,24 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     I.groups.tiles = a.take<int32_t>(L.max_tiles);
     I.groups.max_tiles = L.max_tiles;
   }
+  if (L.hybrid) {
+    I.d_cache_ids = a.take<int32_t>(T * K);
+    I.d_counts = a.take<uint32_t>(static_cast<size_t>(hp.n_layer) * hp.n_expert);
+    I.d_pending = a.take<int32_t>(1);
+    I.d_seq = a.take<uint32_t>(1);
+    I.d_error = a.take<int32_t>(1);
+    int32_t* maps = a.take<int32_t>(static_cast<size_t>(hp.n_layer) * hp.n_expert);
+    for (int l = 0; l < hp.n_layer; ++l) I.layers[l].d_slot_of = maps + static_cast<size_t>(l) * hp.n_expert;
+    // Every expert starts on the CPU (-1 = 0xffffffff).
+    if ((e = cudaMemset(maps, 0xff, static_cast<size_t>(hp.n_layer) * hp.n_expert * 4)) != cudaSuccess)
+      return bail("cudaMemset (slot maps)", e);
+  }
   if (a.used > L.scratch_bytes) {
     *error = "CUDA decoder: internal scratch layout overflow";
     return nullptr;
   }
   if ((e = cudaDeviceSynchronize()) != cudaSuccess) return bail("cudaDeviceSynchronize", e);
+  if (L.hybrid) I.server = std::thread([&I] { I.server_loop(); });
   return std::unique_ptr<CudaDecoder>(new CudaDecoder(std::move(im)));
 }
 
@@ -702,34 +1021,225 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
 
   const int first = all_rows ? 0 : n - 1;
   const int rows = n - first;
+  // The CPU expert server answers this forward's mailbox requests.
+  struct Serving {
+    Impl& I;
+    explicit Serving(Impl& i) : I(i) { I.start_serving(); }
+    ~Serving() { I.stop_serving(); }
+  } serving(I);
+  // Waiting: in hybrid mode the thread sleeps (blocking-sync event) and logits
+  // land in pinned memory first — a copy to pageable memory would make this
+  // thread spin on the core the CPU expert server needs.
+  auto wait = [&]() {
+    return I.L.hybrid ? (cudaEventRecord(I.ev_done, I.stream) == cudaSuccess ? cudaEventSynchronize(I.ev_done)
+                                                                              : cudaGetLastError())
+                      : cudaStreamSynchronize(I.stream);
+  };
+  float* logits_dst = I.L.hybrid ? I.h_logits : logits_out;
+  // Logits rows [r0, r0 + cr) of this forward, from the device buffer.
+  auto copy_logits = [&](int r0, int cr) {
+    if (!logits_out) return cudaSuccess;
+    return cudaMemcpyAsync(logits_dst + (I.L.hybrid ? 0 : static_cast<int64_t>(r0) * I.hp.n_vocab), I.logits,
+                           static_cast<size_t>(cr) * I.hp.n_vocab * 4, cudaMemcpyDeviceToHost, I.stream);
+  };
+  auto take_logits = [&](int r0, int cr) {  // after wait(): pinned -> caller (hybrid)
+    if (logits_out && I.L.hybrid)
+      std::memcpy(logits_out + static_cast<int64_t>(r0) * I.hp.n_vocab, I.h_logits,
+                  static_cast<size_t>(cr) * I.hp.n_vocab * 4);
+  };
+  int pending_r0 = 0, pending_rows = 0;
   if (n == 1 && I.opt.use_graphs) {
     if (!I.graph_exec && !I.capture_decode_graph()) return failed(I.err);
     if ((e = cudaGraphLaunch(I.graph_exec, I.stream)) != cudaSuccess) return failed(cuda_msg("cudaGraphLaunch", e));
     ++I.replays;
-    if (logits_out && (e = cudaMemcpyAsync(logits_out, I.logits, static_cast<size_t>(I.hp.n_vocab) * 4,
-                                           cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
-      return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
+    if ((e = copy_logits(0, 1)) != cudaSuccess) return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
     if ((e = cudaMemcpyAsync(h_argmax, I.d_argmax, 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
       return failed(cuda_msg("cudaMemcpyAsync (argmax)", e));
+    pending_rows = 1;
   } else {
     if (!I.enqueue_body(n)) return failed(I.err);
     for (int r0 = 0; r0 < rows; r0 += L.logits_rows) {
       const int cr = std::min(L.logits_rows, rows - r0);
       if (!I.enqueue_head(first + r0, cr)) return failed(I.err);
-      if (logits_out &&
-          (e = cudaMemcpyAsync(logits_out + static_cast<int64_t>(r0) * I.hp.n_vocab, I.logits,
-                               static_cast<size_t>(cr) * I.hp.n_vocab * 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
-        return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
+      if ((e = copy_logits(r0, cr)) != cudaSuccess) return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
       if ((e = cudaMemcpyAsync(h_argmax + r0, I.d_argmax, static_cast<size_t>(cr) * 4, cudaMemcpyDeviceToHost,
                                I.stream)) != cudaSuccess)
         return failed(cuda_msg("cudaMemcpyAsync (argmax)", e));
-      // The next chunk reuses the logits buffer: its copy must finish first.
-      if (r0 + cr < rows && (e = cudaStreamSynchronize(I.stream)) != cudaSuccess)
-        return failed(cuda_msg("cudaStreamSynchronize", e));
+      pending_r0 = r0;
+      pending_rows = cr;
+      // The next chunk reuses the logits buffers: this copy must finish first.
+      if (r0 + cr < rows) {
+        if ((e = wait()) != cudaSuccess) return failed(cuda_msg("forward", e));
+        take_logits(r0, cr);
+      }
     }
   }
-  if ((e = cudaStreamSynchronize(I.stream)) != cudaSuccess) return failed(cuda_msg("forward", e));
+  int32_t* h_error = I.h_pinned + 2 * L.T + 1;
+  if (I.L.hybrid && (e = cudaMemcpyAsync(h_error, I.d_error, 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
+    return failed(cuda_msg("cudaMemcpyAsync (error flag)", e));
+  if ((e = wait()) != cudaSuccess) return failed(cuda_msg("forward", e));
+  take_logits(pending_r0, pending_rows);
+  if (I.L.hybrid && *h_error) {
+    *error = "CUDA decoder: the CPU expert pool did not answer within 60 s; the model must be reloaded";
+    return false;
+  }
   if (argmax_out) std::memcpy(argmax_out, h_argmax, static_cast<size_t>(rows) * sizeof(int32_t));
+  return true;
+}
+
+bool CudaDecoder::hybrid() const { return impl_->L.hybrid; }
+void CudaDecoder::set_stream_min_tokens(int n) { impl_->stream_min = impl_->staging_mem ? std::max(0, n) : 0; }
+int CudaDecoder::stream_min_tokens() const { return impl_->stream_min; }
+
+bool CudaDecoder::pin_host_experts(size_t* bytes, std::string* why) {
+  Impl& I = *impl_;
+  *bytes = 0;
+  if (!I.L.hybrid) return true;
+  // Page-aligned ranges of every MoE layer's expert tensors, merged.
+  const uintptr_t page = 4096;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  for (const Impl::Layer& ly : I.layers) {
+    if (!ly.moe) continue;
+    for (const ExpertMatrices* m : {&ly.host_gate, &ly.host_up, &ly.host_down}) {
+      const uintptr_t a = reinterpret_cast<uintptr_t>(m->first.data);
+      const uintptr_t b = a + m->expert_bytes * static_cast<size_t>(m->n_expert);
+      ranges.emplace_back(a / page * page, (b + page - 1) / page * page);
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
+    else merged.push_back(r);
+  }
+  for (const auto& r : merged) {
+    void* p = reinterpret_cast<void*>(r.first);
+    const size_t n = r.second - r.first;
+    const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    if (e != cudaSuccess) {
+      *why = cuda_msg("cudaHostRegister", e);
+      cudaGetLastError();
+      return false;
+    }
+    I.pinned_ranges.emplace_back(p, n);
+    *bytes += n;
+  }
+  return true;
+}
+int CudaDecoder::cache_slots(int layer) const {
+  const Impl& I = *impl_;
+  return layer >= 0 && layer < static_cast<int>(I.layers.size()) ? I.layers[layer].cache_slots : 0;
+}
+int CudaDecoder::cached_expert(int layer, int slot) const {
+  const Impl& I = *impl_;
+  if (layer < 0 || layer >= static_cast<int>(I.layers.size())) return -1;
+  const auto& c = I.layers[layer].cached;
+  return slot >= 0 && slot < static_cast<int>(c.size()) ? c[slot] : -1;
+}
+int CudaDecoder::slot_of(int layer, int expert) const {
+  const Impl& I = *impl_;
+  if (layer < 0 || layer >= static_cast<int>(I.layers.size())) return -1;
+  const auto& m = I.layers[layer].slot_of;
+  return expert >= 0 && expert < static_cast<int>(m.size()) ? m[expert] : -1;
+}
+
+size_t CudaDecoder::expert_cache_bytes(const ModelHparams& hp, const ModelWeights& w, int layer) {
+  if (layer < 0 || layer >= static_cast<int>(w.layers.size()) || !w.layers[layer].is_moe()) return 0;
+  const LayerWeights& lw = w.layers[layer];
+  size_t b = 0;
+  for (const ExpertMatrices* m : {&lw.gate_exps, &lw.up_exps, &lw.down_exps})
+    b += align_up(m->first.row_bytes, 16) * static_cast<size_t>(m->first.n_out);
+  return b;
+}
+
+bool CudaDecoder::set_cached_expert(int layer, int slot, int expert, std::string* error) {
+  Impl& I = *impl_;
+  if (!I.L.hybrid || layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe) {
+    *error = "CUDA decoder: layer " + std::to_string(layer) + " has no expert cache";
+    return false;
+  }
+  Impl::Layer& ly = I.layers[layer];
+  if (slot < 0 || slot >= ly.cache_slots || expert < -1 || expert >= I.hp.n_expert) {
+    *error = "CUDA decoder: bad cache slot " + std::to_string(slot) + " / expert " + std::to_string(expert);
+    return false;
+  }
+  if (expert >= 0 && ly.slot_of[expert] == slot) return true;
+  if (expert >= 0 && ly.slot_of[expert] >= 0) {
+    *error = "CUDA decoder: expert " + std::to_string(expert) + " is already cached in layer " + std::to_string(layer);
+    return false;
+  }
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e == cudaSuccess && expert >= 0) {
+    for (auto [dst, src] : {std::pair{&ly.gate_exps, &ly.host_gate}, {&ly.up_exps, &ly.host_up}, {&ly.down_exps, &ly.host_down}}) {
+      uint8_t* d = static_cast<uint8_t*>(const_cast<void*>(dst->data)) + static_cast<size_t>(slot) * dst->expert_stride;
+      const uint8_t* h = src->first.data + static_cast<size_t>(expert) * src->expert_bytes;
+      e = cudaMemcpy2DAsync(d, dst->row_stride, h, src->first.row_bytes, src->first.row_bytes,
+                            static_cast<size_t>(src->first.n_out), cudaMemcpyHostToDevice, I.stream);
+      if (e != cudaSuccess) break;
+    }
+  }
+  if (e == cudaSuccess) {
+    const int old = ly.cached[slot];
+    if (old >= 0) ly.slot_of[old] = -1;
+    ly.cached[slot] = expert;
+    if (expert >= 0) ly.slot_of[expert] = slot;
+    // The host map is read by the CPU runner; the device copy by the remap kernel.
+    e = cudaMemcpyAsync(ly.d_slot_of, ly.slot_of.data(), ly.slot_of.size() * 4, cudaMemcpyHostToDevice, I.stream);
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+  if (e != cudaSuccess) {
+    *error = "CUDA decoder: " + cuda_msg("expert cache copy", e);
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+bool CudaDecoder::set_layer_experts(int layer, const std::vector<int>& experts, std::string* error) {
+  Impl& I = *impl_;
+  if (!I.L.hybrid || layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe) {
+    *error = "CUDA decoder: layer " + std::to_string(layer) + " has no expert cache";
+    return false;
+  }
+  Impl::Layer& ly = I.layers[layer];
+  if (static_cast<int>(experts.size()) > ly.cache_slots) {
+    *error = "CUDA decoder: " + std::to_string(experts.size()) + " experts for a cache of " + std::to_string(ly.cache_slots);
+    return false;
+  }
+  std::vector<char> wanted(I.hp.n_expert, 0);
+  for (int e : experts) {
+    if (e < 0 || e >= I.hp.n_expert || wanted[e]) {
+      *error = "CUDA decoder: bad or repeated expert id " + std::to_string(e);
+      return false;
+    }
+    wanted[e] = 1;
+  }
+  // Free the slots of experts no longer wanted, then fill free slots.
+  for (int s = 0; s < ly.cache_slots; ++s)
+    if (ly.cached[s] >= 0 && !wanted[ly.cached[s]] && !set_cached_expert(layer, s, -1, error)) return false;
+  int next_free = 0;
+  for (int e : experts) {
+    if (ly.slot_of[e] >= 0) continue;
+    while (next_free < ly.cache_slots && ly.cached[next_free] >= 0) ++next_free;
+    if (!set_cached_expert(layer, next_free, e, error)) return false;
+  }
+  return true;
+}
+
+bool CudaDecoder::routing_counts(std::vector<uint32_t>* out, bool reset, std::string* error) {
+  Impl& I = *impl_;
+  const size_t n = static_cast<size_t>(I.hp.n_layer) * std::max(0, I.hp.n_expert);
+  out->assign(n, 0);
+  if (!I.L.hybrid || n == 0) return true;
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(out->data(), I.d_counts, n * 4, cudaMemcpyDeviceToHost, I.stream);
+  if (e == cudaSuccess && reset) e = cudaMemsetAsync(I.d_counts, 0, n * 4, I.stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+  if (e != cudaSuccess) {
+    *error = "CUDA decoder: " + cuda_msg("routing counts", e);
+    cudaGetLastError();
+    return false;
+  }
   return true;
 }
 

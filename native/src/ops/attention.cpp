@@ -118,9 +118,4 @@ void attention(ThreadPool& pool, const CpuKernelTable& k, const AttentionShape& 
   });
 }
 
-void attention(ThreadPool& pool, const AttentionShape& s, const KvCache& kv, int layer,
-               const float* q, int n_tokens, int pos0, float* out, float* scores) {
-  attention_rows(pool, cpu_kernels_best(), s, kv, layer, q, n_tokens, pos0, out, scores, 1);
-}
-
 }  // namespace guild

@@ -32,9 +32,13 @@ inline constexpr int kAttnTileRows = 16;
 void attention(ThreadPool& pool, const CpuKernelTable& k, const AttentionShape& s, const KvCache& kv, int layer,
                const float* q, int n_tokens, int pos0, float* out, float* scores, int tile_rows);
 
-// The same with the best kernel table and one query row per task (scores:
-// pool.size() × kv.n_ctx() floats).
-void attention(ThreadPool& pool, const AttentionShape& s, const KvCache& kv, int layer,
-               const float* q, int n_tokens, int pos0, float* out, float* scores);
+// The same with the CPU's best built-in table and one query row per task
+// (scores: pool.size() × kv.n_ctx() floats), for kernel tests that link the
+// tables (guild_kernels). The runtime has no table of its own (its kernels
+// come from packages): runtime code calling this would not link.
+inline void attention(ThreadPool& pool, const AttentionShape& s, const KvCache& kv, int layer, const float* q,
+                      int n_tokens, int pos0, float* out, float* scores) {
+  attention(pool, cpu_kernels_best(), s, kv, layer, q, n_tokens, pos0, out, scores, 1);
+}
 
 }  // namespace guild

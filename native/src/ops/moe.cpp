@@ -92,13 +92,17 @@ void expert_rows(const QMatrix& m, const ExpertRouting& r, int e, int64_t r0, in
 
 // (expert, first row) tasks covering every active expert of n_out rows in
 // chunks of `chunk` rows; returns the chunk.
-int64_t build_row_tasks(ExpertRouting& r, int64_t n_out, int n_threads, int n_mats) {
+int64_t row_chunk(const ExpertRouting& r, int64_t n_out, int n_threads, int n_mats) {
   int n_active = 0;
   for (int e = 0; e < r.n_expert; ++e) n_active += r.offset[e + 1] > r.offset[e];
   int64_t chunks_per_expert = std::max<int64_t>(1, (n_threads * 4 + n_active * n_mats - 1) / (n_active * n_mats));
   chunks_per_expert = std::min<int64_t>(chunks_per_expert, 64);
   int64_t chunk = std::max<int64_t>(1, (n_out + chunks_per_expert - 1) / chunks_per_expert);
-  chunk = std::min(n_out, (chunk + 3) & ~int64_t{3});
+  return std::min(n_out, (chunk + 3) & ~int64_t{3});
+}
+
+int64_t build_row_tasks(ExpertRouting& r, int64_t n_out, int n_threads, int n_mats) {
+  const int64_t chunk = row_chunk(r, n_out, n_threads, n_mats);
   r.task_expert.clear();
   r.task_row.clear();
   for (int e = 0; e < r.n_expert; ++e) {
@@ -111,6 +115,57 @@ int64_t build_row_tasks(ExpertRouting& r, int64_t n_out, int n_threads, int n_ma
   return chunk;
 }
 
+// The node table of the placed experts whose tensor starts at `key` (load
+// stage 6 on a machine with several NUMA nodes), or null: one branch per
+// layer where the pool has no NUMA view.
+const uint8_t* expert_nodes(const ThreadPool& pool, const void* key, int n_expert) {
+  const PoolNuma* numa = pool.numa();
+  if (numa == nullptr) return nullptr;
+  const PoolNuma::Table* t = numa->find(key);
+  return t != nullptr && static_cast<int>(t->node.size()) == n_expert ? t->node.data() : nullptr;
+}
+
+// The tasks build_row_tasks makes (same chunk, same (expert, row) pairs),
+// ordered by the node holding each expert, node 0 first; node_begin[j] =
+// first task of node j. Filled by position: no allocation beyond
+// build_row_tasks' own bound.
+int64_t build_row_tasks_by_node(ExpertRouting& r, int64_t n_out, int n_threads, int n_mats, const uint8_t* node_of,
+                                int n_nodes, int64_t* node_begin) {
+  const int64_t chunk = row_chunk(r, n_out, n_threads, n_mats);
+  const int64_t per_expert = (n_out + chunk - 1) / chunk;
+  int64_t at[PoolNuma::kMaxNodes] = {};
+  for (int e = 0; e < r.n_expert; ++e)
+    if (r.offset[e + 1] > r.offset[e]) at[node_of[e]] += per_expert;
+  node_begin[0] = 0;
+  for (int j = 0; j < n_nodes; ++j) {
+    node_begin[j + 1] = node_begin[j] + at[j];
+    at[j] = node_begin[j];
+  }
+  r.task_expert.resize(static_cast<size_t>(node_begin[n_nodes]));
+  r.task_row.resize(static_cast<size_t>(node_begin[n_nodes]));
+  for (int e = 0; e < r.n_expert; ++e) {
+    if (r.offset[e + 1] == r.offset[e]) continue;
+    int64_t& pos = at[node_of[e]];
+    for (int64_t row = 0; row < n_out; row += chunk, ++pos) {
+      r.task_expert[pos] = e;
+      r.task_row[pos] = static_cast<int32_t>(row);
+    }
+  }
+  return chunk;
+}
+
+void expert_matmul_nodes(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r, const uint8_t* node_of,
+                         const uint8_t* const* act_rows, float* y, int64_t y_stride) {
+  const int64_t n_out = w.first.n_out;
+  int64_t node_begin[PoolNuma::kMaxNodes + 1];
+  const int64_t chunk = build_row_tasks_by_node(r, n_out, pool.size(), 1, node_of, pool.numa()->n_nodes, node_begin);
+  pool.parallel_for_nodes(node_begin, false, [&](int64_t task, int) {
+    const int e = r.task_expert[task];
+    const int64_t r0 = r.task_row[task];
+    expert_rows(w.expert(e), r, e, r0, std::min(n_out, r0 + chunk), act_rows, y, y_stride);
+  });
+}
+
 }  // namespace
 
 void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
@@ -119,6 +174,10 @@ void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
   int n_active = 0;
   for (int e = 0; e < r.n_expert; ++e) n_active += r.offset[e + 1] > r.offset[e];
   if (n_active == 0) return;
+  if (const uint8_t* node_of = expert_nodes(pool, w.first.data, r.n_expert)) {
+    expert_matmul_nodes(pool, w, r, node_of, act_rows, y, y_stride);
+    return;
+  }
   const int64_t chunk = build_row_tasks(r, n_out, pool.size(), 1);
   pool.parallel_for(static_cast<int64_t>(r.task_expert.size()), [&](int64_t task, int) {
     const int e = r.task_expert[task];
@@ -148,18 +207,42 @@ void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& ga
     if (r.offset[e + 1] > r.offset[e]) r.active.push_back(e);
   const int n_active = static_cast<int>(r.active.size());
   if (n_active == 0) return;
+  // Experts placed per NUMA node (load stage 6): each node's threads take
+  // that node's experts first. The tasks are the same as without placement
+  // (same experts, same row chunks), only their order and threads differ, so
+  // the outputs are bit-identical.
+  const uint8_t* node_of = expert_nodes(pool, gate.first.data, r.n_expert);
+  const int n_nodes = node_of ? pool.numa()->n_nodes : 0;
+  int64_t node_begin[PoolNuma::kMaxNodes + 1];
 
   if (n_active >= 2 * pool.size()) {
-    // One task per expert, largest first so the tail of the loop is short.
+    // One task per expert, largest first so the tail of the loop is short
+    // (with placement: by node, then largest first).
     // (Insertion sort, stable: no allocation, and at most a few hundred experts.)
     auto count = [&](int32_t e) { return r.offset[e + 1] - r.offset[e]; };
-    for (int i = 1; i < n_active; ++i) {
-      const int32_t e = r.active[i];
-      int j = i;
-      for (; j > 0 && count(r.active[j - 1]) < count(e); --j) r.active[j] = r.active[j - 1];
-      r.active[j] = e;
+    if (node_of == nullptr) {
+      for (int i = 1; i < n_active; ++i) {
+        const int32_t e = r.active[i];
+        int j = i;
+        for (; j > 0 && count(r.active[j - 1]) < count(e); --j) r.active[j] = r.active[j - 1];
+        r.active[j] = e;
+      }
+    } else {
+      auto before = [&](int32_t a, int32_t b) {
+        return node_of[a] != node_of[b] ? node_of[a] < node_of[b] : count(a) > count(b);
+      };
+      for (int i = 1; i < n_active; ++i) {
+        const int32_t e = r.active[i];
+        int j = i;
+        for (; j > 0 && before(e, r.active[j - 1]); --j) r.active[j] = r.active[j - 1];
+        r.active[j] = e;
+      }
+      int64_t cnt[PoolNuma::kMaxNodes] = {};
+      for (int i = 0; i < n_active; ++i) ++cnt[node_of[r.active[i]]];
+      node_begin[0] = 0;
+      for (int j = 0; j < n_nodes; ++j) node_begin[j + 1] = node_begin[j] + cnt[j];
     }
-    pool.parallel_for(n_active, [&](int64_t task, int) {
+    auto expert_task = [&](int64_t task, int) {
       const int e = r.active[task];
       expert_rows(gate.expert(e), r, e, 0, n_ff, slot_rows, buf.gate, n_ff);
       expert_rows(up.expert(e), r, e, 0, n_ff, slot_rows, buf.up, n_ff);
@@ -176,26 +259,43 @@ void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& ga
         }
         gemm_rows(dm, 0, n_embd, act, out, nb);
       }
-    });
+    };
+    if (node_of == nullptr) pool.parallel_for(n_active, expert_task);
+    else pool.parallel_for_nodes(node_begin, false, expert_task);
     return;
   }
 
   // Few experts for many threads: row chunks. Gate and up in one loop.
-  const int64_t chunk = build_row_tasks(r, n_ff, pool.size(), 2);
-  const int64_t n_gu = static_cast<int64_t>(r.task_expert.size());
-  pool.parallel_for(2 * n_gu, [&](int64_t task, int) {
-    const bool is_up = task >= n_gu;
-    const int64_t t = is_up ? task - n_gu : task;
-    const int e = r.task_expert[t];
-    const int64_t r0 = r.task_row[t];
-    const ExpertMatrices& m = is_up ? up : gate;
-    expert_rows(m.expert(e), r, e, r0, std::min(n_ff, r0 + chunk), slot_rows, is_up ? buf.up : buf.gate, n_ff);
-  });
+  if (node_of == nullptr) {
+    const int64_t chunk = build_row_tasks(r, n_ff, pool.size(), 2);
+    const int64_t n_gu = static_cast<int64_t>(r.task_expert.size());
+    pool.parallel_for(2 * n_gu, [&](int64_t task, int) {
+      const bool is_up = task >= n_gu;
+      const int64_t t = is_up ? task - n_gu : task;
+      const int e = r.task_expert[t];
+      const int64_t r0 = r.task_row[t];
+      const ExpertMatrices& m = is_up ? up : gate;
+      expert_rows(m.expert(e), r, e, r0, std::min(n_ff, r0 + chunk), slot_rows, is_up ? buf.up : buf.gate, n_ff);
+    });
+  } else {
+    // Row tasks grouped by node; task 2t is row task t's gate, 2t+1 its up.
+    const int64_t chunk = build_row_tasks_by_node(r, n_ff, pool.size(), 2, node_of, n_nodes, node_begin);
+    for (int j = 0; j <= n_nodes; ++j) node_begin[j] *= 2;
+    pool.parallel_for_nodes(node_begin, false, [&](int64_t task, int) {
+      const bool is_up = (task & 1) != 0;
+      const int64_t t = task >> 1;
+      const int e = r.task_expert[t];
+      const int64_t r0 = r.task_row[t];
+      const ExpertMatrices& m = is_up ? up : gate;
+      expert_rows(m.expert(e), r, e, r0, std::min(n_ff, r0 + chunk), slot_rows, is_up ? buf.up : buf.gate, n_ff);
+    });
+  }
   for (int slot = 0; slot < n_slots; ++slot) {
     hidden(slot);
     slot_rows[slot] = buf.act_down + slot * down_act_bytes;
   }
-  expert_matmul(pool, down, r, slot_rows, y, y_stride);
+  if (node_of == nullptr) expert_matmul(pool, down, r, slot_rows, y, y_stride);
+  else expert_matmul_nodes(pool, down, r, node_of, slot_rows, y, y_stride);
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {

@@ -62,6 +62,11 @@ struct MoeBuffers {
 // gate, up, SwiGLU, activation quantization and down in one go: one pool
 // round trip, each expert's weights read once while hot); otherwise gate+up
 // and down are two loops over row chunks of all active experts.
+// Where load stage 6 placed the experts on NUMA nodes (the pool has a
+// PoolNuma view with a table for gate's tensor), the same tasks are grouped
+// by node and each node's threads take their own node's first
+// (ThreadPool::parallel_for_nodes): same results, bit for bit. expert_matmul
+// does the same with w's table.
 void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& gate, const ExpertMatrices& up,
              const ExpertMatrices& down, ExpertRouting& r, const uint8_t* const* x_rows, const MoeBuffers& buf, float* y,
              int64_t y_stride);

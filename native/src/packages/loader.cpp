@@ -153,14 +153,13 @@ std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, c
   return p;
 }
 
-PackageLoadResult load_enabled_packages(const std::string& dir, const std::string& model_name) {
+PackageLoadResult load_enabled_packages(const PackageStore& store, const std::string& model_name) {
   PackageLoadResult r;
-  r.dir = dir;
+  r.dir = store.dir();
+  r.bundled_dir = store.bundled_dir();
   std::error_code ec;
-  r.dir_exists = !dir.empty() && fs::is_directory(dir, ec);
-  if (!r.dir_exists) return r;
+  r.dir_exists = !r.dir.empty() && fs::is_directory(r.dir, ec);
   PackageState state;
-  PackageStore store(dir);
   const auto entries = store.list(&state);
   const std::map<std::string, std::string>* pins = nullptr;
   if (auto it = state.pins.find(model_name); !model_name.empty() && it != state.pins.end()) pins = &it->second;
@@ -185,6 +184,7 @@ PackageLoadResult load_enabled_packages(const std::string& dir, const std::strin
     }
     if (!p) { r.skipped.push_back({e.name, err}); continue; }
     if (p->score <= 0) { r.skipped.push_back({e.name, "the provider reports score 0: unsupported on this CPU"}); continue; }
+    p->source = e.source;
     r.loaded.push_back(std::move(p));
   }
   std::stable_sort(r.loaded.begin(), r.loaded.end(), [](const auto& a, const auto& b) {
@@ -192,6 +192,10 @@ PackageLoadResult load_enabled_packages(const std::string& dir, const std::strin
     return a->manifest.name < b->manifest.name;
   });
   return r;
+}
+
+PackageLoadResult load_enabled_packages(const std::string& dir, const std::string& model_name) {
+  return load_enabled_packages(PackageStore(dir), model_name);
 }
 
 std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, const char* forced, std::string* note) {
@@ -203,9 +207,71 @@ std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, co
       if (p->cpu && p->manifest.name == forced) return p;
     if (note)
       *note = std::string("GUILD_FORCE_KERNELS=") + forced + " ignored: no loaded package provides it; using " +
-              (best ? best->manifest.name : std::string("the built-in tables"));
+              (best ? best->manifest.name : std::string("none (no loaded package has a CPU table)"));
   }
   return best;
+}
+
+std::shared_ptr<LoadedProvider> compose_cpu_kernels(const std::shared_ptr<LoadedProvider>& primary, const PackageLoadResult& r,
+                                                    const std::string& holder, CpuOpProviders* ops) {
+  CpuOpProviders local;
+  if (!ops) ops = &local;
+  *ops = {};
+  if (!primary || !primary->cpu) return primary;
+  ops->primary = primary->manifest.name;
+  // The fallbacks, best first: the loaded providers other than the primary,
+  // in the loader's priority order.
+  std::vector<std::shared_ptr<LoadedProvider>> others;
+  for (const auto& p : r.loaded)
+    if (p != primary && p->cpu) others.push_back(p);
+
+  CpuKernelTable table = *primary->cpu;
+  std::vector<std::shared_ptr<LoadedProvider>> used;
+  auto note_use = [&](const std::shared_ptr<LoadedProvider>& p) {
+    if (std::find(used.begin(), used.end(), p) == used.end()) used.push_back(p);
+  };
+  for (uint32_t t = 0; t < kTensorTypeIdLimit; ++t) {
+    if (table.types[t].dequant_row && table.types[t].vec_dot) continue;
+    for (const auto& p : others) {
+      const TypeKernels& row = p->cpu->types[t];
+      if (!row.dequant_row || !row.vec_dot) continue;
+      table.types[t] = row;  // the whole row: gemm must give exactly vec_dot's bits
+      ops->type_rows.emplace_back(tensor_type_name(t), p->manifest.name);
+      note_use(p);
+      break;
+    }
+  }
+  // Activation quantizers: every row's vec_dot_type needs one. Any provider's
+  // quantizer gives the same bytes (the ABI's numerics rule: activations are
+  // quantized exactly as llama.cpp does), so mixing providers is safe here.
+  for (uint32_t a = 0; a < kTensorTypeIdLimit; ++a) {
+    if (table.quantize_act[a]) continue;
+    for (const auto& p : others) {
+      if (!p->cpu->quantize_act[a]) continue;
+      table.quantize_act[a] = p->cpu->quantize_act[a];
+      ops->act_quantizers.emplace_back(tensor_type_name(a), p->manifest.name);
+      note_use(p);
+      break;
+    }
+  }
+  if (used.empty()) return primary;
+
+  auto composed = std::make_shared<LoadedProvider>();
+  composed->manifest = primary->manifest;
+  composed->library_path = primary->library_path;
+  composed->source = primary->source;
+  composed->score = primary->score;
+  composed->composed = table;  // keeps the primary's name: the model and its sessions lease it by that name
+  composed->cpu = &composed->composed;
+  composed->contributors.push_back(primary);
+  for (const auto& p : used) {
+    composed->contributors.push_back(p);
+    // The model leases the primary by name (load stage 7); the contributors
+    // are leased here, for as long as the composed table lives.
+    composed->contributor_leases.emplace_back(p->manifest.name, holder);
+    record_process_lease(*p, r.dir, holder);
+  }
+  return composed;
 }
 
 }  // namespace guild::packages

@@ -12,6 +12,8 @@
 #include "core/kernel_table.h"
 #include "packages/manifest.h"
 #include "packages/provider_abi.h"
+#include "packages/store.h"
+#include "runtime/leases.h"
 
 namespace guild::packages {
 
@@ -19,10 +21,17 @@ namespace guild::packages {
 struct LoadedProvider {
   Manifest manifest;
   std::string library_path;
+  PackageSource source = PackageSource::User;
   void* handle = nullptr;
   int score = 0;
   const CpuKernelTable* cpu = nullptr;  // null: provides no CPU table
   std::string lease_file;               // cross-process lease record (see record_process_lease)
+  // Set on the provider compose_cpu_kernels makes when other providers fill
+  // in ops the chosen one lacks: `cpu` points at `composed`, and the
+  // contributing providers stay open (and leased) as long as it lives.
+  CpuKernelTable composed{};
+  std::vector<std::shared_ptr<LoadedProvider>> contributors;
+  std::vector<Lease> contributor_leases;
   LoadedProvider() = default;
   LoadedProvider(const LoadedProvider&) = delete;
   LoadedProvider& operator=(const LoadedProvider&) = delete;
@@ -35,8 +44,9 @@ struct SkippedPackage {
 };
 
 struct PackageLoadResult {
-  std::string dir;          // "" when no packages directory is configured
+  std::string dir;          // the user's packages directory ("" when none is configured)
   bool dir_exists = false;
+  std::string bundled_dir;  // the bundled packages searched too ("" when none)
   std::vector<std::shared_ptr<LoadedProvider>> loaded;  // by priority, best first
   std::vector<SkippedPackage> skipped;
 };
@@ -45,8 +55,12 @@ struct PackageLoadResult {
 // checks its provider ABI against the manifest. nullptr and *error on failure.
 std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, const Manifest& manifest, std::string* error);
 
-// Loads every enabled, compatible package of dir. model_name: the model file
-// name whose version pins (state.json) apply; "" for none.
+// Loads every enabled, compatible package of the store's two layers (the
+// user's directory and the bundled packages; a user package hides a bundled
+// one of the same name). model_name: the model file name whose version pins
+// (state.json) apply; "" for none.
+PackageLoadResult load_enabled_packages(const PackageStore& store, const std::string& model_name);
+// The same over PackageStore(dir): dir and the discovered bundled packages.
 PackageLoadResult load_enabled_packages(const std::string& dir, const std::string& model_name);
 
 // Records, for other processes, that this process uses the provider:
@@ -58,6 +72,30 @@ void record_process_lease(LoadedProvider& p, const std::string& dir, const std::
 // The priority rule: the CPU table comes from the loaded provider with the
 // highest score (ties: the lower name). `forced` (GUILD_FORCE_KERNELS) names a
 // provider to use instead when it is loaded; *note says why it was not used.
+// nullptr when no loaded package has a CPU table.
 std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, const char* forced, std::string* note);
+
+// The op classes of a CPU table (docs/PACKAGES.md, "Priority"), as the
+// profile names them.
+inline constexpr const char* kCpuOpClasses[] = {"dequant", "vec_dot", "gemm", "quantize_act", "float_ops", "attention"};
+
+// Which provider serves each op: op class -> provider name for the ops that
+// come from one provider for every type, plus the per-type exceptions.
+struct CpuOpProviders {
+  std::string primary;                           // serves float_ops and attention, and every row it has
+  std::vector<std::pair<std::string, std::string>> type_rows;     // tensor type -> provider, rows not from primary
+  std::vector<std::pair<std::string, std::string>> act_quantizers;  // activation type -> provider, not from primary
+};
+
+// Per-op priority: the chosen provider (`primary`, from pick_cpu_provider)
+// serves every op it has; a tensor type whose row (dequant + vec_dot + gemm,
+// one unit: gemm must give vec_dot's bits) it lacks, or an activation
+// quantizer it lacks, comes from the next loaded provider in priority order
+// that has it. Returns `primary` itself when it lacks nothing another
+// provider has; otherwise a provider whose `cpu` is the composed table, that
+// keeps the contributors open and leases them for `holder` (in this process
+// and, through `dir`'s .leases, for others).
+std::shared_ptr<LoadedProvider> compose_cpu_kernels(const std::shared_ptr<LoadedProvider>& primary, const PackageLoadResult& r,
+                                                    const std::string& holder, CpuOpProviders* ops);
 
 }  // namespace guild::packages

@@ -1,5 +1,6 @@
 #include "packages/store.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -78,13 +79,16 @@ std::string check_read(const std::string& path) {
   return ss.str();
 }
 
-PackageEntry read_entry(const fs::path& pkg_dir, const PackageState& state) {
+// user_dir: where the state and the cross-process leases live, whichever
+// layer the package comes from.
+PackageEntry read_entry(const fs::path& pkg_dir, PackageSource source, const std::string& user_dir, const PackageState& state) {
   PackageEntry e;
   e.name = pkg_dir.filename().string();
   e.path = pkg_dir.string();
+  e.source = source;
   auto it = state.enabled.find(e.name);
   e.enabled = it == state.enabled.end() || it->second;
-  e.leased_by = package_holders(pkg_dir.parent_path().string(), e.name);
+  e.leased_by = package_holders(user_dir, e.name);
   const fs::path manifest_path = pkg_dir / (e.name + kManifestSuffix);
   std::string err;
   auto m = read_manifest_file(manifest_path.string(), &err);
@@ -107,7 +111,58 @@ PackageEntry read_entry(const fs::path& pkg_dir, const PackageState& state) {
   return e;
 }
 
+// The package directories of one layer (names not starting with '.').
+std::vector<fs::path> package_dirs(const std::string& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return out;
+  for (const auto& d : fs::directory_iterator(dir, ec)) {
+    const std::string fname = d.path().filename().string();
+    std::error_code ec2;
+    if (fname.empty() || fname[0] == '.' || !d.is_directory(ec2)) continue;
+    out.push_back(d.path());
+  }
+  return out;
+}
+
+bool same_directory(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && fs::equivalent(a, b, ec);
+}
+
+// The file of the binary this code is linked into (the addon, libguild or an
+// executable), or "" when it cannot be told.
+fs::path runtime_binary_path() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&bundled_packages_dir), &info) != 0 && info.dli_fname && *info.dli_fname) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(info.dli_fname, ec), ec);
+    if (!ec && fs::is_regular_file(p, ec)) return p;
+  }
+  // dladdr names the main program by argv[0], which may not resolve: ask the kernel.
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe;
+}
+
 }  // namespace
+
+const char* package_source_name(PackageSource s) { return s == PackageSource::Bundled ? "bundled" : "user"; }
+
+std::string bundled_packages_dir() {
+  if (const char* env = std::getenv("GUILD_BUNDLED_PACKAGES_DIR")) return env;  // "" turns the layer off
+  std::error_code ec;
+  if (const fs::path bin = runtime_binary_path(); !bin.empty()) {
+    for (const fs::path& candidate : {bin.parent_path() / "packages", bin.parent_path().parent_path() / "packages"})
+      if (fs::is_directory(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
+  }
+#if defined(GUILD_BUILD_TREE_PACKAGES_DIR)
+  // A binary run from (or linked in) the build tree that wrote the packages:
+  // tests and tools under build/native/..., which sit elsewhere.
+  if (fs::is_directory(GUILD_BUILD_TREE_PACKAGES_DIR, ec)) return GUILD_BUILD_TREE_PACKAGES_DIR;
+#endif
+  return "";
+}
 
 const char* package_status_name(PackageStatus s) {
   switch (s) {
@@ -183,7 +238,17 @@ std::string lease_conflict(const std::string& dir, const std::string& name, cons
   return "cannot " + std::string(action) + " " + name + ": it is in use by " + who + "; unload them first";
 }
 
-PackageStore::PackageStore(std::string dir) : dir_(std::move(dir)) {}
+PackageStore::PackageStore(std::string dir) : PackageStore(std::move(dir), bundled_packages_dir()) {}
+
+PackageStore::PackageStore(std::string dir, std::string bundled_dir) : dir_(std::move(dir)), bundled_dir_(std::move(bundled_dir)) {
+  if (same_directory(dir_, bundled_dir_)) bundled_dir_.clear();
+}
+
+bool PackageStore::is_bundled_only(const std::string& name) const {
+  std::error_code ec;
+  return !bundled_dir_.empty() && !fs::is_directory(fs::path(dir_) / name, ec) &&
+         fs::is_directory(fs::path(bundled_dir_) / name, ec);
+}
 
 std::string PackageStore::default_dir() {
   if (const char* env = std::getenv("GUILD_PACKAGES_DIR"); env && *env) return env;
@@ -201,18 +266,21 @@ PackageState PackageStore::read_state() const {
 
 std::vector<PackageEntry> PackageStore::list(PackageState* state_out) const {
   std::vector<PackageEntry> out;
+  PackageState state;
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec)) {
-    if (state_out) *state_out = {};
-    return out;
+  if (fs::is_directory(dir_, ec)) {
+    DirLock lock(dir_, false);
+    state = load_state_file(dir_);
+    for (const fs::path& d : package_dirs(dir_)) out.push_back(read_entry(d, PackageSource::User, dir_, state));
   }
-  DirLock lock(dir_, false);
-  const PackageState state = load_state_file(dir_);
-  for (const auto& d : fs::directory_iterator(dir_, ec)) {
-    const std::string fname = d.path().filename().string();
-    std::error_code ec2;
-    if (fname.empty() || fname[0] == '.' || !d.is_directory(ec2)) continue;
-    out.push_back(read_entry(d.path(), state));
+  for (const fs::path& d : package_dirs(bundled_dir_)) {
+    const std::string name = d.filename().string();
+    auto user = std::find_if(out.begin(), out.end(), [&](const PackageEntry& e) { return e.name == name; });
+    if (user != out.end()) {
+      user->shadows = d.string();
+      continue;
+    }
+    out.push_back(read_entry(d, PackageSource::Bundled, dir_, state));
   }
   std::sort(out.begin(), out.end(), [](const PackageEntry& a, const PackageEntry& b) { return a.name < b.name; });
   if (state_out) *state_out = state;
@@ -227,11 +295,14 @@ json::Value PackageStore::list_json() const {
   root.set("dir", dir_);
   std::error_code ec;
   root.set("exists", fs::is_directory(dir_, ec));
+  root.set("bundled_dir", bundled_dir_.empty() ? json::Value() : json::Value(bundled_dir_));
   json::Value arr = json::Value::array();
   for (const PackageEntry& e : entries) {
     json::Value v = json::Value::object();
     v.set("name", e.name);
     v.set("path", e.path);
+    v.set("source", package_source_name(e.source));
+    v.set("shadows", e.shadows.empty() ? json::Value() : json::Value(e.shadows));
     v.set("valid", e.valid);
     v.set("version", e.valid ? json::Value(e.manifest.version) : json::Value());
     v.set("description", e.valid ? json::Value(e.manifest.description) : json::Value());
@@ -261,10 +332,17 @@ json::Value PackageStore::list_json() const {
 PackageStatus PackageStore::set_enabled(const std::string& name, bool enabled, std::string* error) {
   if (!valid_package_name(name)) { *error = "'" + name + "' is not a valid package name"; return PackageStatus::InvalidArgument; }
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec)) { *error = "no package " + name + " in " + dir_ + " (the directory does not exist)"; return PackageStatus::NotFound; }
+  // A bundled package is enabled or disabled through the user's state file,
+  // so the user's directory is made when it does not exist yet.
+  const bool bundled = !bundled_dir_.empty() && fs::is_directory(fs::path(bundled_dir_) / name, ec);
+  if (!bundled && !fs::is_directory(fs::path(dir_) / name, ec)) {
+    *error = "no package " + name + " in " + dir_ + (bundled_dir_.empty() ? "" : " or the bundled packages (" + bundled_dir_ + ")");
+    return PackageStatus::NotFound;
+  }
+  if (!ensure_dir(dir_, error)) return PackageStatus::Io;
   DirLock lock(dir_, true);
   if (!lock.ok()) { *error = lock.error(); return PackageStatus::Io; }
-  if (!fs::is_directory(fs::path(dir_) / name, ec)) { *error = "no package " + name + " in " + dir_; return PackageStatus::NotFound; }
+  if (!bundled && !fs::is_directory(fs::path(dir_) / name, ec)) { *error = "no package " + name + " in " + dir_; return PackageStatus::NotFound; }
   if (!enabled) {
     const std::string conflict = lease_conflict(dir_, name, "disable");
     if (!conflict.empty()) { *error = conflict; return PackageStatus::Busy; }
@@ -337,6 +415,10 @@ PackageStatus PackageStore::install(const std::string& archive_file, std::string
 PackageStatus PackageStore::uninstall(const std::string& name, std::string* error) {
   if (!valid_package_name(name)) { *error = "'" + name + "' is not a valid package name"; return PackageStatus::InvalidArgument; }
   std::error_code ec;
+  if (is_bundled_only(name)) {
+    *error = name + " is bundled with this runtime (" + bundled_dir_ + ") and cannot be uninstalled; disable it instead";
+    return PackageStatus::InvalidArgument;
+  }
   if (!fs::is_directory(fs::path(dir_) / name, ec)) { *error = "no package " + name + " in " + dir_; return PackageStatus::NotFound; }
   DirLock lock(dir_, true);
   if (!lock.ok()) { *error = lock.error(); return PackageStatus::Io; }

@@ -5,6 +5,13 @@
 // atomically (temporary file + rename), so the CLI and the app can act at once.
 // Disabling or uninstalling a package that a live model or session leases
 // (LeaseRegistry) fails and names the holders. docs/PACKAGES.md.
+//
+// Two layers (docs/PACKAGES.md, "Where packages are found"): the user's
+// packages directory (writable; holds state.json, the lock and the leases)
+// and the bundled packages shipped with this build of the runtime
+// (read-only). A package installed in the user's directory shadows a bundled
+// one of the same name; enable/disable/pin act on either through the user's
+// state file; only the user's packages can be uninstalled.
 #pragma once
 #include <map>
 #include <optional>
@@ -26,9 +33,17 @@ struct PackageState {
   static PackageState from_json(const json::Value& v);
 };
 
+// Which layer a package comes from.
+enum class PackageSource { User, Bundled };
+const char* package_source_name(PackageSource s);  // "user", "bundled"
+
 struct PackageEntry {
   std::string name;          // the directory name
   std::string path;          // the package directory
+  PackageSource source = PackageSource::User;
+  // A user package with the same name as a bundled one hides it; this is the
+  // hidden bundled copy's directory ("" when none).
+  std::string shadows;
   bool valid = false;        // manifest read and valid, library present
   std::string error;         // why not valid
   Manifest manifest;
@@ -38,16 +53,34 @@ struct PackageEntry {
   std::vector<std::string> leased_by;  // live LeaseRegistry holders
 };
 
+// The bundled packages directory of this runtime, "" when there is none:
+// $GUILD_BUNDLED_PACKAGES_DIR when set (an empty value turns the bundled
+// layer off), else the first existing of <dir of the binary holding the
+// runtime>/packages and <that dir>/../packages (the packaged app:
+// resources/native/guild_addon.node next to resources/packages; a build
+// tree: build/Release/guild_addon.node next to build/packages), else the
+// build tree's packages directory this runtime was compiled in.
+std::string bundled_packages_dir();
+
 class PackageStore {
  public:
+  // The user's packages directory `dir` over the discovered bundled
+  // packages (bundled_packages_dir()).
   explicit PackageStore(std::string dir);
+  // An explicit bundled directory; "" = no bundled layer. A bundled
+  // directory that is the user's directory itself is ignored (no package is
+  // listed twice).
+  PackageStore(std::string dir, std::string bundled_dir);
   // $GUILD_PACKAGES_DIR, else $XDG_DATA_HOME/guild/packages, else
   // ~/.local/share/guild/packages.
   static std::string default_dir();
   // dir if non-empty, else default_dir().
   static std::string resolve_dir(const std::string& dir) { return dir.empty() ? default_dir() : dir; }
   const std::string& dir() const { return dir_; }
+  const std::string& bundled_dir() const { return bundled_dir_; }
 
+  // Every package of both layers, by name; a user package hides a bundled
+  // one of the same name.
   std::vector<PackageEntry> list(PackageState* state_out = nullptr) const;
   json::Value list_json() const;
 
@@ -64,7 +97,9 @@ class PackageStore {
 
  private:
   PackageStatus set_enabled(const std::string& name, bool enabled, std::string* error);
+  bool is_bundled_only(const std::string& name) const;
   std::string dir_;
+  std::string bundled_dir_;
 };
 
 // Holders of a package: this process's LeaseRegistry holders, then those

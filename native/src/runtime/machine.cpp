@@ -3,6 +3,8 @@
 #include <sched.h>
 #include <sys/sysinfo.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +12,7 @@
 #include <sstream>
 
 #include "core/cpu_features.h"
+#include "core/thread_pool.h"
 
 namespace guild {
 namespace {
@@ -55,11 +58,9 @@ MachineInfo detect_machine() {
   const auto semi = desc.rfind(';');
   m.cpu_features = semi == std::string::npos ? desc : desc.substr(semi + 2);
 
-  cpu_set_t set;
-  std::vector<int> usable;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) usable.push_back(c);
+  // The thread's CPUs before a previous load pinned it (stage 6 pins the
+  // loading thread as worker 0).
+  const std::vector<int> usable = affinity_before_pinning();
   // One CPU per (package, core) first, then hyper-thread siblings.
   std::set<std::pair<int, int>> seen;
   std::vector<int> siblings;
@@ -72,6 +73,7 @@ MachineInfo detect_machine() {
     if (seen.insert({pkg, core}).second) m.worker_cpus.push_back(c);
     else siblings.push_back(c);
   }
+  m.worker_primary = static_cast<int>(m.worker_cpus.size());
   m.worker_cpus.insert(m.worker_cpus.end(), siblings.begin(), siblings.end());
 
   std::error_code ec;
@@ -88,7 +90,18 @@ MachineInfo detect_machine() {
       if (usable_set.count(c)) node.cpus.push_back(c);
     if (!node.cpus.empty()) m.numa_nodes.push_back(std::move(node));
   }
-  if (m.numa_nodes.empty()) m.numa_nodes.push_back({0, usable});
+  std::sort(m.numa_nodes.begin(), m.numa_nodes.end(), [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
+  m.numa_source = "sysfs";
+  if (m.numa_nodes.empty()) {
+    m.numa_nodes.push_back({0, usable});
+    m.numa_source = "assumed (no sysfs node list)";
+  }
+  interleave_worker_cpus_by_node(m);
+  if (const char* fake = std::getenv("GUILD_NUMA_FAKE_NODES"); fake && *fake) {
+    int n = 0;
+    try { n = std::stoi(fake); } catch (...) { n = 0; }
+    if (n >= 1) split_numa_nodes_for_testing(m, n);
+  }
 
   m.ram_total = meminfo_kb("MemTotal") * 1024;
   m.ram_available = meminfo_kb("MemAvailable") * 1024;
@@ -100,6 +113,58 @@ MachineInfo detect_machine() {
   return m;
 }
 
+int MachineInfo::node_index_of_cpu(int cpu) const {
+  for (size_t i = 0; i < numa_nodes.size(); ++i)
+    for (int c : numa_nodes[i].cpus)
+      if (c == cpu) return static_cast<int>(i);
+  return -1;
+}
+
+void interleave_worker_cpus_by_node(MachineInfo& m) {
+  if (m.numa_nodes.size() < 2) return;
+  const int n_nodes = static_cast<int>(m.numa_nodes.size());
+  const size_t split = std::min(m.worker_cpus.size(), static_cast<size_t>(std::max(0, m.worker_primary)));
+  std::vector<int> out;
+  out.reserve(m.worker_cpus.size());
+  auto interleave = [&](size_t begin, size_t end) {
+    // Buckets by node (CPUs of no node last), each in its existing order.
+    std::vector<std::vector<int>> bucket(n_nodes + 1);
+    for (size_t i = begin; i < end; ++i) {
+      const int node = m.node_index_of_cpu(m.worker_cpus[i]);
+      bucket[node < 0 ? n_nodes : node].push_back(m.worker_cpus[i]);
+    }
+    for (size_t round = 0, taken = 0; taken < end - begin; ++round)
+      for (auto& b : bucket)
+        if (round < b.size()) {
+          out.push_back(b[round]);
+          ++taken;
+        }
+  };
+  interleave(0, split);
+  interleave(split, m.worker_cpus.size());
+  m.worker_cpus = std::move(out);
+}
+
+void split_numa_nodes_for_testing(MachineInfo& m, int n) {
+  std::vector<int> cpus;
+  for (const NumaNode& node : m.numa_nodes) cpus.insert(cpus.end(), node.cpus.begin(), node.cpus.end());
+  if (cpus.empty()) cpus = m.worker_cpus;
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  if (cpus.empty()) return;
+  n = std::clamp(n, 1, static_cast<int>(cpus.size()));
+  m.numa_nodes.clear();
+  const size_t per = cpus.size() / n, extra = cpus.size() % n;
+  size_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    const size_t take = per + (static_cast<size_t>(i) < extra ? 1 : 0);
+    m.numa_nodes.push_back({i, std::vector<int>(cpus.begin() + at, cpus.begin() + at + take)});
+    at += take;
+  }
+  m.numa_source = "fake: " + std::to_string(n) + " nodes for testing (GUILD_NUMA_FAKE_NODES); memory is not really placed";
+  interleave_worker_cpus_by_node(m);
+}
+
 json::Value MachineInfo::to_json() const {
   json::Value v = json::Value::object();
   v.set("cpu", cpu_brand);
@@ -107,6 +172,17 @@ json::Value MachineInfo::to_json() const {
   v.set("logical_cores", logical_usable);
   v.set("physical_cores", physical_usable);
   v.set("numa_nodes", static_cast<long long>(numa_nodes.size()));
+  json::Value nodes = json::Value::array();
+  for (const NumaNode& n : numa_nodes) {
+    json::Value nv = json::Value::object();
+    nv.set("id", n.id);
+    json::Value c = json::Value::array();
+    for (int cpu : n.cpus) c.push_back(cpu);
+    nv.set("cpus", std::move(c));
+    nodes.push_back(std::move(nv));
+  }
+  v.set("numa", std::move(nodes));
+  v.set("numa_source", numa_source);
   v.set("ram_total_bytes", static_cast<unsigned long long>(ram_total));
   v.set("ram_available_bytes", static_cast<unsigned long long>(ram_available));
   json::Value g = json::Value::array();

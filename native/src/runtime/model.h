@@ -26,6 +26,10 @@
 
 namespace guild {
 namespace packages { struct LoadedProvider; }
+class GpuExecution;
+// Destroys a GpuExecution (defined where the type is complete; a CPU-only
+// build never creates one).
+struct GpuExecutionDeleter { void operator()(GpuExecution* g) const; };
 
 enum class LoadErrorKind { None, Io, Format, Unsupported, OutOfMemory, Cancelled, InvalidArgument };
 
@@ -35,9 +39,15 @@ struct LoadOptions {
   KvType kv_type = KvType::F16;
   bool pin_threads = true;  // install worker affinity in stage 6
   // Kernel packages directory (docs/PACKAGES.md); "" = $GUILD_PACKAGES_DIR,
-  // else the user data dir. A missing directory means the built-in tables.
+  // else the user data dir. The bundled packages are searched too; a load
+  // with no usable CPU package fails (the runtime has no kernels of its own).
   std::string packages_dir;
   size_t max_queued = 64;   // generation requests that may wait behind the running one
+  // GPU (builds with CUDA; docs/CUDA.md): "" = $GUILD_GPU, else "auto" (device 0
+  // when usable, else the CPU); "cpu"; "cuda:N" (fails when unusable).
+  std::string gpu;
+  int64_t gpu_budget_bytes = -1;  // device bytes for this model; < 0: free memory less 1 GiB
+  bool experts_on_cpu = false;    // every routed expert on the CPU, dense weights and KV on the GPU
   // Called when a stage starts (fraction = stages done / 14) and as bytes
   // are processed; return false to cancel the load.
   std::function<bool(const char* stage, double fraction)> progress;
@@ -61,6 +71,8 @@ class GuildModel {
   int default_n_ctx() const { return exec_->n_ctx; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   const StartupProfile& profile() const { return profile_; }
+  // The GPU side, or null when the model runs on the CPU.
+  GpuExecution* gpu() const { return gpu_.get(); }
   const std::string& display_name() const { return display_name_; }
 
   // One generation at a time per model, FIFO (seed §2).
@@ -95,6 +107,9 @@ class GuildModel {
   std::shared_ptr<const ModelExecutionState> exec_;
   std::unique_ptr<Vocab> vocab_;
   std::unique_ptr<ThreadPool> pool_;
+  // Declared after pool_ and weights: destroyed first (its CPU expert runner
+  // uses the pool; its caches were filled from the mapping).
+  std::unique_ptr<GpuExecution, GpuExecutionDeleter> gpu_;
   Lease kernel_lease_;
   uint64_t weight_bytes_ = 0;
   StartupProfile profile_;

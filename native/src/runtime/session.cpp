@@ -1,5 +1,10 @@
 #include "runtime/session.h"
 
+#include "runtime/gpu_execution.h"
+#if GUILD_HAVE_CUDA
+#include "cuda/cuda_decoder.h"
+#endif
+
 #include <algorithm>
 #include <chrono>
 
@@ -37,9 +42,18 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   s->max_batch_ = std::min(kMaxBatch, s->n_ctx_);
   s->n_vocab_ = hp.n_vocab;
   const int scratch_tokens = std::max(s->max_batch_, std::min(kMaxWindow, s->n_ctx_));
+  GpuExecution* gpu = model.gpu();
+#if GUILD_HAVE_CUDA
+  if (gpu && s->n_ctx_ > gpu->decoder().n_ctx()) {
+    *error = "context size " + std::to_string(s->n_ctx_) + " exceeds the GPU KV cache of " +
+             std::to_string(gpu->decoder().n_ctx()) + " tokens (load the model with a larger context)";
+    return nullptr;
+  }
+#endif
   try {
-    if (!s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
-                     s->exec_->kv_type) ||
+    // With a GPU the KV cache lives on the device (one per model, GpuExecution).
+    if ((!gpu && !s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
+                              s->exec_->kv_type)) ||
         !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size()))
       throw std::bad_alloc();
     s->logits_.resize(static_cast<size_t>(hp.n_vocab));
@@ -73,7 +87,54 @@ bool GuildSession::check_tokens(std::span<const int32_t> tokens, size_t base, st
   return true;
 }
 
+bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
+#if GUILD_HAVE_CUDA
+  GpuExecution& g = *model_.gpu();
+  // The device KV cache holds one session's history: if it is not ours (or
+  // holds less of it), re-run our history first.
+  size_t valid = g.kv_owner == id_ ? std::min(g.kv_tokens, history_.size()) : 0;
+  const int T = g.max_tokens();
+  std::string err;
+  while (valid < history_.size()) {
+    if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
+    const int n = static_cast<int>(std::min<size_t>(history_.size() - valid, static_cast<size_t>(T)));
+    g.kv_owner = 0;  // a failed pass leaves the cache in no one's hands
+    if (!g.forward(history_.data() + valid, n, static_cast<int>(valid), nullptr, false, &err)) return device_failed(err);
+    valid += n;
+    g.kv_owner = id_;
+    g.kv_tokens = valid;
+    stats_re_prefilled_ += static_cast<uint64_t>(n);
+  }
+  size_t done = 0;
+  while (done < tokens.size()) {
+    if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
+    const int n = static_cast<int>(std::min<size_t>(tokens.size() - done, static_cast<size_t>(T)));
+    const bool last_chunk = done + n == tokens.size();
+    float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
+    g.kv_owner = 0;
+    if (!g.forward(tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr, &err))
+      return device_failed(err);
+    history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
+    g.kv_owner = id_;
+    g.kv_tokens = history_.size();
+    if (all_logits && last_chunk)
+      std::copy(out + static_cast<int64_t>(n - 1) * n_vocab_, out + static_cast<int64_t>(n) * n_vocab_, logits_.begin());
+    done += n;
+  }
+  return true;
+#else
+  return device_failed("this build has no GPU support");
+#endif
+}
+
+bool GuildSession::device_failed(const std::string& error) {
+  device_error_ = error.empty() ? "device error" : error;
+  model_.mark_failed("a device error occurred: " + device_error_);
+  return false;
+}
+
 bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
+  if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
   const GuildModel& m = model_;
   DecoderContext ctx{m.hparams(), m.weights(), m.kernels(), m.pool(), kv_, scratch_};
   size_t done = 0;
@@ -123,7 +184,11 @@ bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* l
   if (!model_.ready()) { *error = "model is not ready: " + model_.not_ready_reason(); return false; }
   if (!check_tokens(tokens, history_.size(), error)) return false;
   ScopedModelExecution scope(exec_.get());
-  forward(tokens, all_rows ? logits : nullptr, false);
+  device_error_.clear();
+  if (!forward(tokens, all_rows ? logits : nullptr, false) && !device_error_.empty()) {
+    *error = "device failure: " + device_error_ + "; the model must be reloaded";
+    return false;
+  }
   if (!all_rows) std::copy(logits_.begin(), logits_.end(), logits);
   return true;
 }
@@ -173,7 +238,10 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   const auto t_prefill = Clock::now();
   std::span<const int32_t> to_prefill = req.prompt.subspan(reuse, req.prompt.size() - 1 - reuse);
   res.n_prompt = static_cast<int>(to_prefill.size()) + 1;
+  device_error_.clear();
   if (!forward(to_prefill, nullptr, true)) {
+    if (!device_error_.empty())
+      return fail(GenerateError::Device, "device failure during prefill (" + device_error_ + "); the model must be reloaded");
     res.stop = StopReason::Cancel;
     res.prompt_ms = ms_since(t_prefill);
     model_.end_device_work_ok();
@@ -207,6 +275,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     window_.insert(window_.end(), drafts, drafts + n_drafts);
     const int base = static_cast<int>(history_.size());
     verify_window(window_);
+    if (!device_error_.empty())
+      return fail(GenerateError::Device, "device failure during decode (" + device_error_ + "); the model must be reloaded");
     res.n_drafted += n_drafts;
     if (res.tokens.empty()) res.prompt_ms = ms_since(t_prefill);
 

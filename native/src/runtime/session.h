@@ -109,6 +109,11 @@ class GuildSession {
   int n_ctx_ = 0;
   int max_batch_ = 0;
   int n_vocab_ = 0;
+  bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel);
+  // Records a device error, marks the model failed (fail-closed); returns false.
+  bool device_failed(const std::string& error);
+  std::string device_error_;         // set by a failed GPU pass
+  uint64_t stats_re_prefilled_ = 0;  // history tokens re-run because another session held the GPU KV cache
   KvCache kv_;
   DecoderScratch scratch_;
   std::vector<int32_t> history_;

@@ -1,0 +1,108 @@
+#include "runtime/cpu_experts.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "ops/matmul.h"
+
+namespace guild {
+
+bool CpuExpertRunner::init(const ModelHparams& hp, const ModelWeights& w, const CpuKernelTable& kernels,
+                           ThreadPool& pool, int max_tokens, int pin_cpu) {
+  hp_ = &hp;
+  w_ = &w;
+  kernels_ = &kernels;
+  pool_ = &pool;
+  max_tokens_ = max_tokens;
+  pin_cpu_ = pin_cpu;
+  const int k = std::max(1, hp.n_expert_used);
+  const size_t T = static_cast<size_t>(max_tokens);
+  const size_t n_ff = static_cast<size_t>(std::max(1, hp.n_ff_exp));
+  // F32 (4 bytes per element) is the widest activation encoding.
+  try {
+    routing_.reserve(max_tokens, k, std::max(1, hp.n_expert));
+    act_x_.resize(T * hp.n_embd * 4);
+    x_rows_.resize(T);
+    gate_.resize(T * k * n_ff);
+    up_.resize(T * k * n_ff);
+    act_down_.resize(T * k * n_ff * 4);
+    slot_rows_.resize(T * k);
+    y_.resize(T * k * hp.n_embd);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return true;
+}
+
+void CpuExpertRunner::run_trampoline(void* ctx, int layer, int n_tokens, const float* xn, const int32_t* ids,
+                                     const float* weights, const int32_t* slot_of, float* out) {
+  static_cast<CpuExpertRunner*>(ctx)->run(layer, n_tokens, xn, ids, weights, slot_of, out);
+}
+
+void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids, const float* weights,
+                          const int32_t* slot_of, float* out) {
+  const ModelHparams& hp = *hp_;
+  const LayerWeights& L = w_->layers[layer];
+  const int k = hp.n_expert_used;
+  const int64_t d = hp.n_embd;
+  if (!pinned_) {
+    if (pin_cpu_ >= 0) pin_current_thread(pin_cpu_);
+    pinned_ = true;
+  }
+  n = std::min(n, max_tokens_);
+
+  // The routing restricted to the CPU's choices: slots of cached experts are
+  // left out of the grouping, so moe_ffn never computes them.
+  ExpertRouting& r = routing_;
+  r.n_tokens = n;
+  r.k = k;
+  r.n_expert = hp.n_expert;
+  const int n_slots = n * k;
+  std::copy(ids, ids + n_slots, r.ids.begin());
+  std::copy(weights, weights + n_slots, r.weights.begin());
+  std::fill(r.offset.begin(), r.offset.end(), 0);
+  int cpu_slots = 0;
+  for (int s = 0; s < n_slots; ++s)
+    if (slot_of[ids[s]] < 0) {
+      ++r.offset[ids[s] + 1];
+      ++cpu_slots;
+    }
+  if (cpu_slots == 0) {
+    std::memset(out, 0, static_cast<size_t>(n) * d * sizeof(float));
+    return;
+  }
+  for (int e = 0; e < hp.n_expert; ++e) r.offset[e + 1] += r.offset[e];
+  std::copy(r.offset.begin(), r.offset.end() - 1, r.cursor.begin());
+  for (int s = 0; s < n_slots; ++s)
+    if (slot_of[ids[s]] < 0) r.slots_by_expert[r.cursor[ids[s]]++] = s;
+
+  quantize_activations(*pool_, *kernels_, L.gate_exps.first, xn, d, n, act_x_.data());
+  const size_t rb = act_row_bytes(L.gate_exps.first);
+  for (int t = 0; t < n; ++t) x_rows_[t] = act_x_.data() + t * rb;
+  MoeBuffers buf;
+  buf.gate = gate_.data();
+  buf.up = up_.data();
+  buf.act_down = act_down_.data();
+  buf.slot_rows = slot_rows_.data();
+  moe_ffn(*pool_, *kernels_, L.gate_exps, L.up_exps, L.down_exps, r, x_rows_.data(), buf, y_.data(), d);
+  experts_computed_ += static_cast<uint64_t>(cpu_slots);
+
+  // Weighted sum in choice order (as the CPU decoder sums them).
+  for (int t = 0; t < n; ++t) {
+    float* o = out + t * d;
+    bool any = false;
+    for (int j = 0; j < k; ++j) {
+      const int s = t * k + j;
+      if (slot_of[ids[s]] >= 0) continue;
+      const float wj = weights[s];
+      const float* y = y_.data() + static_cast<int64_t>(s) * d;
+      if (!any) for (int64_t i = 0; i < d; ++i) o[i] = y[i] * wj;
+      else      for (int64_t i = 0; i < d; ++i) o[i] += y[i] * wj;
+      any = true;
+    }
+    if (!any) std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
+  }
+}
+
+}  // namespace guild

@@ -1,0 +1,101 @@
+#include "runtime/expert_placement.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace guild {
+
+PlacementPlan plan_expert_placement(const PlacementInput& in) {
+  PlacementPlan p;
+  p.slots.assign(in.n_layer, 0);
+  p.experts.assign(in.n_layer, {});
+  const bool have_counts = in.counts.size() == static_cast<size_t>(in.n_layer) * in.n_expert;
+  uint64_t all_bytes = 0;
+  for (int l = 0; l < in.n_layer; ++l) all_bytes += in.expert_bytes[l] * static_cast<uint64_t>(in.n_expert);
+
+  struct Candidate {
+    double value;  // counts per byte (higher first)
+    int rank;      // expert's rank within its layer (round-robin fill)
+    int layer;
+    int expert;
+  };
+  std::vector<Candidate> cands;
+  double total_count = 0;
+  for (int l = 0; l < in.n_layer; ++l) {
+    if (in.expert_bytes[l] == 0) continue;
+    std::vector<int> order(in.n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    auto count = [&](int e) { return have_counts ? in.counts[static_cast<size_t>(l) * in.n_expert + e] : 0u; };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return count(a) > count(b); });
+    for (int r = 0; r < in.n_expert; ++r) {
+      const int e = order[r];
+      total_count += count(e);
+      cands.push_back({static_cast<double>(count(e)) / static_cast<double>(in.expert_bytes[l]), r, l, e});
+    }
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.value != b.value) return a.value > b.value;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return a.layer < b.layer;
+  });
+  double hit = 0;
+  size_t taken = 0;
+  for (const Candidate& c : cands) {
+    const uint64_t b = in.expert_bytes[c.layer];
+    if (p.bytes + b > in.budget_bytes) continue;  // a smaller expert of another layer may still fit
+    p.bytes += b;
+    p.experts[c.layer].push_back(c.expert);
+    ++taken;
+    if (have_counts) hit += in.counts[static_cast<size_t>(c.layer) * in.n_expert + c.expert];
+  }
+  for (int l = 0; l < in.n_layer; ++l) p.slots[l] = static_cast<int>(p.experts[l].size());
+  p.all_cached = all_bytes > 0 && p.bytes == all_bytes;
+  p.expected_hit_rate = total_count > 0 ? hit / total_count
+                        : cands.empty()  ? 0.0
+                                         : static_cast<double>(taken) / static_cast<double>(cands.size());
+  return p;
+}
+
+void ExpertCachePolicy::init(int n_layer, int n_expert, double decay, double margin, int max_copies) {
+  n_layer_ = n_layer;
+  n_expert_ = n_expert;
+  decay_ = decay;
+  margin_ = margin;
+  max_copies_ = max_copies;
+  score_.assign(static_cast<size_t>(n_layer) * n_expert, 0.0);
+}
+
+std::vector<ExpertCachePolicy::Swap> ExpertCachePolicy::pick(const std::vector<std::vector<int>>& cached) {
+  // Candidates: per layer, the hottest uncached expert against the coldest
+  // cached one; the largest gains across layers win, max_copies_ of them.
+  struct Gain {
+    double gain;
+    Swap swap;
+  };
+  std::vector<Gain> gains;
+  std::vector<char> is_cached(n_expert_);
+  for (int l = 0; l < n_layer_; ++l) {
+    const std::vector<int>& c = cached[l];
+    if (c.empty() || static_cast<int>(c.size()) >= n_expert_) continue;
+    std::fill(is_cached.begin(), is_cached.end(), 0);
+    int cold_slot = -1;
+    double cold = 0;
+    for (int s = 0; s < static_cast<int>(c.size()); ++s) {
+      const double v = c[s] >= 0 ? score(l, c[s]) : -1.0;  // an empty slot is the coldest
+      if (c[s] >= 0) is_cached[c[s]] = 1;
+      if (cold_slot < 0 || v < cold) { cold_slot = s; cold = v; }
+    }
+    int hot = -1;
+    for (int e = 0; e < n_expert_; ++e)
+      if (!is_cached[e] && (hot < 0 || score(l, e) > score(l, hot))) hot = e;
+    if (hot < 0) continue;
+    const double h = score(l, hot);
+    if (h > 0 && (cold < 0 || h > cold * margin_)) gains.push_back({h - std::max(cold, 0.0), {l, cold_slot, hot, c[cold_slot]}});
+  }
+  std::stable_sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) { return a.gain > b.gain; });
+  std::vector<Swap> out;
+  for (size_t i = 0; i < gains.size() && static_cast<int>(out.size()) < max_copies_; ++i) out.push_back(gains[i].swap);
+  return out;
+}
+
+}  // namespace guild

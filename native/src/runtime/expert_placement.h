@@ -1,0 +1,74 @@
+// Which routed experts the GPU expert cache holds (docs/CUDA.md, "Hybrid MoE").
+// Pure decisions from sizes, a byte budget and routing counts, so they are
+// unit-tested without a GPU; the CudaDecoder carries them out.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace guild {
+
+struct PlacementInput {
+  int n_layer = 0;
+  int n_expert = 0;
+  std::vector<uint64_t> expert_bytes;  // [n_layer] bytes of one cached expert (0: dense layer)
+  uint64_t budget_bytes = 0;           // device bytes left for expert caches
+  std::vector<uint32_t> counts;        // [n_layer][n_expert] routing counts; empty = no statistics yet
+};
+
+struct PlacementPlan {
+  std::vector<int> slots;                 // [n_layer] cache capacity (= experts cached)
+  std::vector<std::vector<int>> experts;  // [n_layer] cached experts, hottest first
+  uint64_t bytes = 0;                     // device bytes of all caches
+  bool all_cached = false;                // the budget holds every expert
+  // Share of the counted routing choices served by cached experts (without
+  // statistics: the share of experts cached).
+  double expected_hit_rate = 0.0;
+};
+
+// Greedy by routing count per byte over all (layer, expert) pairs until the
+// budget is spent; ties (and no statistics) fill the layers round-robin by
+// expert id, so without statistics every MoE layer gets the same share.
+PlacementPlan plan_expert_placement(const PlacementInput& in);
+
+// Online cache policy: exponentially decayed routing counts per expert; after
+// each observation window at most max_copies experts are swapped in, each
+// only when its decayed count beats the coldest cached expert of its layer by
+// `margin` (a factor > 1) — so the copies per step are bounded by
+// max_copies / window_steps and a swap needs a sustained shift in routing.
+class ExpertCachePolicy {
+ public:
+  struct Swap {
+    int layer;
+    int slot;
+    int expert;   // goes into slot
+    int evicted;  // was in slot (-1: empty)
+  };
+  void init(int n_layer, int n_expert, double decay = 0.5, double margin = 1.5, int max_copies = 2);
+  // counts: [n_layer][n_expert] since the last call; cached(layer, slot) and
+  // n_slots(layer) describe the cache now. Returns the swaps to make.
+  template <typename Cached, typename Slots>
+  std::vector<Swap> update(const std::vector<uint32_t>& counts, Cached&& cached, Slots&& n_slots);
+  double score(int layer, int expert) const { return score_[static_cast<size_t>(layer) * n_expert_ + expert]; }
+
+ private:
+  int n_layer_ = 0, n_expert_ = 0, max_copies_ = 2;
+  double decay_ = 0.5, margin_ = 1.5;
+  std::vector<double> score_;
+  std::vector<Swap> pick(const std::vector<std::vector<int>>& cached_by_layer);
+};
+
+template <typename Cached, typename Slots>
+std::vector<ExpertCachePolicy::Swap> ExpertCachePolicy::update(const std::vector<uint32_t>& counts, Cached&& cached,
+                                                               Slots&& n_slots) {
+  for (size_t i = 0; i < score_.size() && i < counts.size(); ++i) score_[i] = score_[i] * decay_ + counts[i];
+  std::vector<std::vector<int>> by_layer(n_layer_);
+  for (int l = 0; l < n_layer_; ++l) {
+    const int n = n_slots(l);
+    by_layer[l].resize(n);
+    for (int s = 0; s < n; ++s) by_layer[l][s] = cached(l, s);
+  }
+  return pick(by_layer);
+}
+
+}  // namespace guild

@@ -1,0 +1,367 @@
+#include "runtime/gpu_execution.h"
+
+#if GUILD_HAVE_CUDA
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda/cuda_decoder.h"
+#include "runtime/cpu_experts.h"
+#include "runtime/model.h"
+
+namespace guild {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// The online policy looks at the routing every this many decode steps.
+constexpr int kPolicyWindowSteps = 16;
+// ... and copies at most this many experts per window (see ExpertCachePolicy).
+constexpr int kPolicyMaxCopies = 2;
+
+}  // namespace
+
+GpuExecution::~GpuExecution() {
+  dec_.reset();  // the decoder's host nodes call into cpu_: destroy it first
+}
+
+bool GpuExecution::hybrid() const { return dec_ && dec_->hybrid(); }
+int GpuExecution::max_tokens() const { return dec_ ? dec_->max_tokens() : 0; }
+uint64_t GpuExecution::cpu_experts_computed() const { return cpu_ ? cpu_->experts_computed() : 0; }
+uint64_t GpuExecution::cached_experts() const {
+  uint64_t n = 0;
+  for (int s : plan_.slots) n += static_cast<uint64_t>(s);
+  return n;
+}
+
+bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* error) {
+  dec_.reset();  // free the old caches before allocating new ones
+  cuda::CudaDecoderOptions o;
+  o.device = opt_.device;
+  o.n_ctx = opt_.n_ctx;
+  o.max_tokens = opt_.max_tokens;
+  o.use_graphs = opt_.use_graphs;
+  o.expert_cache_slots = slots;
+  o.cpu = cuda::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
+  o.stream_prefill = opt_.stream_prefill;
+  dec_ = cuda::CudaDecoder::create(*hp_, *w_, o, error);
+  return dec_ != nullptr;
+}
+
+std::unique_ptr<GpuExecution> GpuExecution::create(const ModelHparams& hp, const ModelWeights& w,
+                                                   const CpuKernelTable& k, ThreadPool& pool, const GpuLoadOptions& o,
+                                                   json::Value* detail, std::string* error) {
+  std::unique_ptr<GpuExecution> g(new GpuExecution());
+  g->hp_ = &hp;
+  g->w_ = &w;
+  g->kernels_ = &k;
+  g->pool_ = &pool;
+  g->opt_ = o;
+  size_t free_b = 0, total_b = 0;
+  if (!cuda::device_memory(o.device, &free_b, &total_b, error)) return nullptr;
+  const int64_t avail = static_cast<int64_t>(free_b) - kGpuReserveBytes;
+  const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(0, o.budget_bytes >= 0 ? std::min<int64_t>(o.budget_bytes, avail) : avail));
+
+  cuda::CudaDecoderOptions all;
+  all.device = o.device;
+  all.n_ctx = o.n_ctx;
+  all.max_tokens = o.max_tokens;
+  cuda::CudaDecoderMemory m_all, m_dense;
+  if (!cuda::CudaDecoder::estimate(hp, w, all, &m_all, error)) return nullptr;
+  cuda::CudaDecoderOptions dense = all;
+  dense.expert_cache_slots.assign(hp.n_layer, 0);
+  if (!cuda::CudaDecoder::estimate(hp, w, dense, &m_dense, error)) return nullptr;
+  if (m_dense.total() > budget) {
+    // No room for the prefill staging area: the CPU computes its experts in
+    // prefill too.
+    dense.stream_prefill = false;
+    if (!cuda::CudaDecoder::estimate(hp, w, dense, &m_dense, error)) return nullptr;
+    g->opt_.stream_prefill = false;
+  }
+  detail->set("prefill_staging_gib", m_dense.staging / kGiB);
+  detail->set("device_free_gib", free_b / kGiB);
+  detail->set("budget_gib", budget / kGiB);
+  detail->set("all_on_gpu_gib", m_all.total() / kGiB);
+  detail->set("dense_kv_scratch_gib", m_dense.total() / kGiB);
+
+  const bool all_fit = hp.n_expert == 0 || (!o.experts_on_cpu && m_all.total() <= budget);
+  if (!all_fit && m_dense.total() > budget) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "GPU budget of %.2f GiB cannot hold the dense weights, KV cache and workspace (%.2f GiB)", budget / kGiB,
+                  m_dense.total() / kGiB);
+    *error = buf;
+    return nullptr;
+  }
+  g->expert_bytes_.assign(hp.n_layer, 0);
+  for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = cuda::CudaDecoder::expert_cache_bytes(hp, w, l);
+  if (all_fit) {
+    detail->set("mode", "all on the GPU");
+    g->plan_.slots.assign(hp.n_layer, 0);
+    g->plan_.experts.assign(hp.n_layer, {});
+    for (int l = 0; l < hp.n_layer; ++l)
+      if (g->expert_bytes_[l]) {
+        g->plan_.slots[l] = hp.n_expert;
+        for (int e = 0; e < hp.n_expert; ++e) g->plan_.experts[l].push_back(e);
+      }
+    g->plan_.all_cached = true;
+    g->plan_.expected_hit_rate = 1.0;
+    g->dec_ = cuda::CudaDecoder::create(hp, w, all, error);
+    if (!g->dec_) return nullptr;
+    return g;
+  }
+  // Hybrid: the CPU runner first (the decoder's host nodes call it).
+  g->cpu_ = std::make_unique<CpuExpertRunner>();
+  if (!g->cpu_->init(hp, w, k, pool, o.max_tokens, o.pin_cpu)) {
+    *error = "out of memory for the CPU expert buffers";
+    return nullptr;
+  }
+  g->cache_budget_ = o.experts_on_cpu ? 0 : budget - m_dense.total();
+  PlacementInput in;
+  in.n_layer = hp.n_layer;
+  in.n_expert = hp.n_expert;
+  in.expert_bytes = g->expert_bytes_;
+  in.budget_bytes = g->cache_budget_;
+  g->plan_ = plan_expert_placement(in);
+  detail->set("mode", o.experts_on_cpu ? "experts on the CPU" : "hybrid");
+  detail->set("expert_cache_budget_gib", g->cache_budget_ / kGiB);
+  if (!g->build_decoder(g->plan_.slots, error)) return nullptr;
+  g->policy_.init(hp.n_layer, hp.n_expert, 0.5, 1.5, kPolicyMaxCopies);
+  return g;
+}
+
+bool GpuExecution::apply_plan(const PlacementPlan& plan, std::string* error) {
+  for (int l = 0; l < hp_->n_layer; ++l)
+    if (dec_->cache_slots(l) > 0 && !dec_->set_layer_experts(l, plan.experts[l], error)) return false;
+  return true;
+}
+
+bool GpuExecution::pin_ram_tier(uint64_t ram_total, json::Value* detail) {
+  if (!hybrid()) return false;
+  // Opt-in: page-locking a file-backed mapping of ~15 GiB with cudaHostRegister
+  // did not finish within 110 s on the H200 machine (docs/CUDA.md), so by
+  // default streamed copies go through the driver's bounce buffers.
+  const char* env = std::getenv("GUILD_PIN_EXPERTS");
+  if (!env || std::string(env) != "1") {
+    detail->set("pinned", false);
+    detail->set("pin_note", "not page-locked (set GUILD_PIN_EXPERTS=1 to try): copies go through the driver's bounce buffers");
+    return false;
+  }
+  uint64_t expert_bytes = 0;
+  for (int l = 0; l < hp_->n_layer; ++l) expert_bytes += expert_bytes_[l] * static_cast<uint64_t>(hp_->n_expert);
+  // Page-locking keeps the experts resident: only when they leave a quarter of RAM free.
+  if (ram_total == 0 || expert_bytes > ram_total / 4 * 3) {
+    detail->set("pinned", false);
+    detail->set("pin_note", "the experts would lock more than 3/4 of RAM: copies go through the driver's bounce buffers");
+    return false;
+  }
+  size_t bytes = 0;
+  std::string why;
+  const auto t0 = Clock::now();
+  const bool ok = dec_->pin_host_experts(&bytes, &why);
+  detail->set("pinned", ok);
+  detail->set("pinned_bytes", static_cast<unsigned long long>(bytes));
+  detail->set("pin_ms", ms_since(t0));
+  if (!ok) detail->set("pin_note", why);
+  return ok;
+}
+
+bool GpuExecution::fill_initial(json::Value* detail, std::string* error) {
+  if (!hybrid()) {
+    detail->set("gpu_experts", static_cast<unsigned long long>(cached_experts()));
+    detail->set("cpu_experts", 0);
+    return true;
+  }
+  const auto t0 = Clock::now();
+  if (!apply_plan(plan_, error)) return false;
+  const double ms = ms_since(t0);
+  const uint64_t n = cached_experts();
+  detail->set("gpu_experts", static_cast<unsigned long long>(n));
+  detail->set("cache_bytes", static_cast<unsigned long long>(plan_.bytes));
+  detail->set("copy_ms", ms);
+  if (n > 0 && ms > 0) detail->set("copy_gbps", plan_.bytes / (ms * 1e-3) / 1e9);
+  return true;
+}
+
+bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* detail, json::Value* layers,
+                             std::string* error) {
+  const ModelHparams& hp = *hp_;
+  auto layer_json = [&](int l, double cpu_us, double copy_us) {
+    json::Value v = json::Value::object();
+    const bool moe = expert_bytes_[l] > 0;
+    v.set("dense", !moe);
+    v.set("gpu_experts", moe ? plan_.slots[l] : 0);
+    v.set("cpu_experts", moe ? hp.n_expert - plan_.slots[l] : 0);
+    if (moe && hybrid()) {
+      json::Value ids = json::Value::array();
+      for (int e : plan_.experts[l]) ids.push_back(e);
+      v.set("cached", std::move(ids));
+      if (cpu_us >= 0) v.set("cpu_us_per_expert", cpu_us);
+      if (copy_us >= 0) v.set("copy_us_per_expert", copy_us);
+      if (cpu_us >= 0 && copy_us >= 0)
+        v.set("cold_expert", copy_us < cpu_us ? "copy is cheaper than one CPU token" : "compute on the CPU");
+    }
+    return v;
+  };
+  if (!hybrid()) {
+    detail->set("plan", "all experts on the GPU");
+    detail->set("reason", "the GPU budget holds every expert: nothing to calibrate");
+    for (int l = 0; l < hp.n_layer; ++l) layers->push_back(layer_json(l, -1, -1));
+    return true;
+  }
+  std::vector<uint32_t> counts;
+  if (!dec_->routing_counts(&counts, true, error)) return false;
+  // 1. Routing statistics from the calibration text.
+  const int n = static_cast<int>(std::min<size_t>(tokens.size(), static_cast<size_t>(std::min(opt_.n_ctx, 512))));
+  double prefill_ms = 0;
+  if (n > 0 && plan_.bytes > 0) {
+    const auto t0 = Clock::now();
+    if (!forward(tokens.data(), n, 0, nullptr, false, error)) return false;
+    prefill_ms = ms_since(t0);
+    if (!dec_->routing_counts(&counts, true, error)) return false;
+    kv_owner = 0;
+    kv_tokens = 0;
+  }
+  detail->set("calibration_tokens", n);
+  detail->set("calibration_prefill_ms", prefill_ms);
+  // 2. The plan from the statistics: the same budget, hottest experts per byte.
+  if (n > 0 && plan_.bytes > 0) {
+    PlacementInput in;
+    in.n_layer = hp.n_layer;
+    in.n_expert = hp.n_expert;
+    in.expert_bytes = expert_bytes_;
+    in.budget_bytes = cache_budget_;
+    in.counts = counts;
+    PlacementPlan next = plan_expert_placement(in);
+    const bool reshape = next.slots != plan_.slots;
+    if (reshape && !build_decoder(next.slots, error)) return false;
+    plan_ = next;
+    if (!apply_plan(plan_, error)) return false;
+    detail->set("cache_reshaped", reshape);
+    // Seed the online policy with the calibration counts.
+    policy_.init(hp.n_layer, hp.n_expert, 0.5, 1.5, kPolicyMaxCopies);
+    policy_.update(counts, [](int, int) { return -1; }, [](int) { return 0; });
+  }
+  detail->set("expected_hit_rate", plan_.expected_hit_rate);
+
+  // 3. Costs: one token's experts on the CPU per layer (the k hottest uncached
+  // experts, timed twice, the faster kept), one expert's copy to the GPU.
+  std::vector<float> xn(hp.n_embd, 0.01f), out(hp.n_embd);
+  std::vector<int32_t> ids(hp.n_expert_used);
+  std::vector<float> wts(hp.n_expert_used, 1.0f / hp.n_expert_used);
+  std::vector<int32_t> all_cpu(hp.n_expert, -1);
+  double cpu_total_us = 0;
+  int moe_layers = 0;
+  std::vector<double> cpu_us(hp.n_layer, -1);
+  for (int l = 0; l < hp.n_layer; ++l) {
+    if (!expert_bytes_[l]) continue;
+    for (int j = 0; j < hp.n_expert_used; ++j) ids[j] = (j * 7 + l) % hp.n_expert;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    while (static_cast<int>(ids.size()) < hp.n_expert_used) ids.push_back((ids.back() + 1) % hp.n_expert);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      const auto t0 = Clock::now();
+      cpu_->run(l, 1, xn.data(), ids.data(), wts.data(), all_cpu.data(), out.data());
+      best = std::min(best, ms_since(t0) * 1e3);
+    }
+    cpu_us[l] = best / hp.n_expert_used;
+    cpu_total_us += cpu_us[l];
+    ++moe_layers;
+  }
+  // Copy cost: re-copy one cached expert of the first layer with a cache.
+  double copy_us = -1;
+  for (int l = 0; l < hp.n_layer && copy_us < 0; ++l) {
+    if (dec_->cache_slots(l) == 0 || plan_.experts[l].empty()) continue;
+    const int e = plan_.experts[l].back();
+    const int slot = dec_->slot_of(l, e);
+    const auto t0 = Clock::now();
+    if (!dec_->set_cached_expert(l, slot, -1, error) || !dec_->set_cached_expert(l, slot, e, error)) return false;
+    copy_us = ms_since(t0) * 1e3;
+  }
+  if (moe_layers) detail->set("cpu_us_per_expert_mean", cpu_total_us / moe_layers);
+  if (copy_us >= 0) detail->set("copy_us_per_expert", copy_us);
+  // Prefill: stream a layer's uncached experts when computing them on the CPU
+  // would cost more — n tokens x k choices x miss rate x CPU cost per expert
+  // against (uncached experts per layer) x copy cost per expert.
+  if (dec_->stream_min_tokens() > 0 && moe_layers && copy_us > 0 && cpu_total_us > 0) {
+    const double uncached = static_cast<double>(moe_layers) * hp.n_expert - static_cast<double>(cached_experts());
+    const double miss = std::max(0.05, 1.0 - plan_.expected_hit_rate);
+    const double per_token = hp.n_expert_used * miss * (cpu_total_us / moe_layers);
+    const double n_star = (uncached / moe_layers) * copy_us / per_token;
+    dec_->set_stream_min_tokens(std::clamp(static_cast<int>(std::ceil(n_star)), 2, opt_.max_tokens));
+  }
+  detail->set("prefill_stream_min_tokens", dec_->stream_min_tokens());
+  detail->set("prefill_policy", dec_->stream_min_tokens() > 0
+                                    ? "steps of at least prefill_stream_min_tokens tokens copy each layer's uncached "
+                                      "experts to the GPU; smaller steps compute them on the CPU"
+                                    : "the CPU computes its experts in every step (no staging area)");
+  detail->set("online_policy", opt_.online_policy ? "on: every 16 decode steps at most 2 expert copies, each only when "
+                                                    "the expert's decayed routing count beats the coldest cached one by 1.5x"
+                                                  : "off");
+  for (int l = 0; l < hp.n_layer; ++l) layers->push_back(layer_json(l, cpu_us[l], copy_us));
+  return true;
+}
+
+void GpuExecution::online_step() {
+  std::string err;
+  if (!dec_->routing_counts(&counts_, true, &err)) return;
+  for (int l = 0; l < hp_->n_layer; ++l)
+    for (int e = 0; e < hp_->n_expert; ++e) {
+      const uint32_t c = counts_[static_cast<size_t>(l) * hp_->n_expert + e];
+      choices_ += c;
+      if (dec_->slot_of(l, e) >= 0) hits_ += c;
+    }
+  if (!opt_.online_policy) return;
+  const auto swaps = policy_.update(
+      counts_, [&](int l, int s) { return dec_->cached_expert(l, s); }, [&](int l) { return dec_->cache_slots(l); });
+  for (const auto& s : swaps) {
+    if (!dec_->set_cached_expert(s.layer, s.slot, s.expert, &err)) return;
+    ++swaps_;
+    auto& ex = plan_.experts[s.layer];
+    std::replace(ex.begin(), ex.end(), s.evicted, s.expert);
+  }
+}
+
+double GpuExecution::take_hit_rate() {
+  if (hybrid()) {
+    const bool policy = opt_.online_policy;
+    opt_.online_policy = false;  // only drain the counts
+    online_step();
+    opt_.online_policy = policy;
+  }
+  const double r = choices_ ? static_cast<double>(hits_) / static_cast<double>(choices_) : (hybrid() ? 0.0 : 1.0);
+  hits_ = choices_ = 0;
+  return r;
+}
+
+bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error) {
+  const int T = dec_->max_tokens();
+  int done = 0;
+  while (done < n) {
+    const int c = std::min(T, n - done);
+    const bool last = done + c == n;
+    float* out = logits ? (all_rows ? logits + static_cast<int64_t>(done) * hp_->n_vocab : (last ? logits : nullptr)) : nullptr;
+    if (!dec_->forward(tokens + done, c, pos0 + done, out, all_rows, error)) return false;
+    done += c;
+  }
+  if (hybrid() && n == 1 && ++steps_since_policy_ >= kPolicyWindowSteps) {
+    steps_since_policy_ = 0;
+    online_step();
+  }
+  return true;
+}
+
+void GpuExecutionDeleter::operator()(GpuExecution* g) const { delete g; }
+
+}  // namespace guild
+#else
+#include "runtime/model.h"
+namespace guild {
+// A CPU-only build never creates a GpuExecution.
+void GpuExecutionDeleter::operator()(GpuExecution*) const {}
+}  // namespace guild
+#endif  // GUILD_HAVE_CUDA

@@ -1,0 +1,102 @@
+// GpuExecution: a model's GPU side (docs/CUDA.md, "Hybrid MoE"): the
+// CudaDecoder with its placement plan, the CPU expert runner that computes the
+// uncached experts at the same time, calibration (stage 11) and the online
+// expert-cache policy. Only built with GUILD_HAVE_CUDA; the declarations below
+// compile everywhere so GuildModel can hold one.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/kernel_table.h"
+#include "core/thread_pool.h"
+#include "models/hparams.h"
+#include "models/weights.h"
+#include "runtime/expert_placement.h"
+
+namespace guild {
+
+namespace cuda { class CudaDecoder; }
+class CpuExpertRunner;
+
+struct GpuLoadOptions {
+  int device = 0;
+  int n_ctx = 4096;
+  int max_tokens = 512;
+  bool use_graphs = true;
+  // Device bytes the model may use in all (weights, caches, KV, scratch);
+  // < 0: the device's free memory less a reserve of kGpuReserveBytes.
+  int64_t budget_bytes = -1;
+  // Compute every routed expert on the CPU (the GPU holds dense weights and KV).
+  bool experts_on_cpu = false;
+  bool online_policy = true;
+  bool stream_prefill = true;  // big prefill steps copy uncached experts to the GPU (CudaDecoderOptions)
+  int pin_cpu = -1;  // CPU for the host-callback thread (worker 0 of the pool)
+};
+inline constexpr int64_t kGpuReserveBytes = int64_t{1} << 30;
+
+class GpuExecution {
+ public:
+  // Stage 9: plans the budget and uploads the dense weights (and, when they
+  // fit, all experts). Null + *error when the device cannot hold even the
+  // dense part or fails; *detail gets the budget arithmetic either way.
+  static std::unique_ptr<GpuExecution> create(const ModelHparams& hp, const ModelWeights& w, const CpuKernelTable& k,
+                                              ThreadPool& pool, const GpuLoadOptions& o, json::Value* detail,
+                                              std::string* error);
+  ~GpuExecution();
+
+  // Stage 10: page-locks the experts' host memory (the RAM tier) when they
+  // fit in 3/4 of RAM, so copies to the GPU run at DMA speed. Records why not.
+  bool pin_ram_tier(uint64_t ram_total, json::Value* detail);
+  // Stage 10: fills the expert caches with a first plan (no statistics yet).
+  bool fill_initial(json::Value* detail, std::string* error);
+  // Stage 11: routing statistics from a calibration prompt, measured costs,
+  // the final plan. Records costs and the per-layer plan in *detail / *layers.
+  bool calibrate(const std::vector<int32_t>& calibration_tokens, json::Value* detail, json::Value* layers,
+                 std::string* error);
+
+  // Runs tokens at positions pos0.. (chunks of max_tokens) like
+  // decoder_forward; logits of all rows or the last one.
+  bool forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error);
+
+  bool hybrid() const;
+  int max_tokens() const;
+  const cuda::CudaDecoder& decoder() const { return *dec_; }
+  cuda::CudaDecoder& decoder() { return *dec_; }
+  uint64_t cached_experts() const;
+  uint64_t cpu_experts_computed() const;
+  uint64_t swaps() const { return swaps_; }
+  // Share of routed choices served by the GPU cache since the last call (resets).
+  double take_hit_rate();
+
+  // The device KV cache holds one session's history at a time: the owner and
+  // how many leading tokens of its history are valid there.
+  uint64_t kv_owner = 0;
+  size_t kv_tokens = 0;
+
+ private:
+  GpuExecution() = default;
+  bool build_decoder(const std::vector<int>& slots, std::string* error);
+  bool apply_plan(const PlacementPlan& plan, std::string* error);
+  void online_step();
+
+  const ModelHparams* hp_ = nullptr;
+  const ModelWeights* w_ = nullptr;
+  const CpuKernelTable* kernels_ = nullptr;
+  ThreadPool* pool_ = nullptr;
+  GpuLoadOptions opt_;
+  std::unique_ptr<CpuExpertRunner> cpu_;
+  std::unique_ptr<cuda::CudaDecoder> dec_;
+  std::vector<uint64_t> expert_bytes_;  // [n_layer] one cached expert
+  uint64_t cache_budget_ = 0;
+  PlacementPlan plan_;
+  ExpertCachePolicy policy_;
+  int steps_since_policy_ = 0;
+  uint64_t swaps_ = 0;
+  uint64_t hits_ = 0, choices_ = 0;  // for take_hit_rate
+  std::vector<uint32_t> counts_;
+};
+
+}  // namespace guild

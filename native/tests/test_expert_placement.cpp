@@ -1,0 +1,87 @@
+// The expert placement plan and the online cache policy (runtime/expert_placement.h):
+// pure decisions, checked without a GPU.
+#include <algorithm>
+#include <numeric>
+
+#include "check.h"
+#include "runtime/expert_placement.h"
+
+using namespace guild;
+
+namespace {
+
+PlacementInput input(int n_layer, int n_expert, uint64_t bytes, uint64_t budget) {
+  PlacementInput in;
+  in.n_layer = n_layer;
+  in.n_expert = n_expert;
+  in.expert_bytes.assign(n_layer, bytes);
+  in.budget_bytes = budget;
+  return in;
+}
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+TEST(without_statistics_layers_get_equal_shares) {
+  PlacementInput in = input(4, 8, 100, 100 * 12);  // 12 of 32 experts
+  in.expert_bytes[2] = 0;                           // a dense layer
+  const PlacementPlan p = plan_expert_placement(in);
+  CHECK(p.slots[2] == 0);
+  CHECK(p.slots[0] == 4 && p.slots[1] == 4 && p.slots[3] == 4);
+  CHECK(p.bytes == 1200);
+  CHECK(!p.all_cached);
+  CHECK(p.experts[0] == (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(statistics_pick_the_hottest_experts_across_layers) {
+  PlacementInput in = input(2, 4, 10, 30);
+  // Layer 0: expert 3 very hot, 1 warm. Layer 1: expert 0 hot.
+  in.counts = {0, 5, 0, 50, 40, 1, 1, 1};
+  const PlacementPlan p = plan_expert_placement(in);
+  CHECK(p.slots[0] == 2 && p.slots[1] == 1);
+  CHECK(contains(p.experts[0], 3) && contains(p.experts[0], 1) && contains(p.experts[1], 0));
+  CHECK(p.experts[0][0] == 3);  // hottest first
+  const double hit = (50.0 + 5 + 40) / 98.0;
+  CHECK(std::abs(p.expected_hit_rate - hit) < 1e-9);
+}
+
+TEST(count_per_byte_prefers_small_experts_and_budget_is_never_exceeded) {
+  PlacementInput in = input(2, 2, 10, 25);
+  in.expert_bytes[1] = 20;
+  in.counts = {10, 9, 12, 11};  // layer 1 counts higher, but its experts cost twice as much
+  const PlacementPlan p = plan_expert_placement(in);
+  CHECK(p.bytes <= 25);
+  CHECK(p.slots[0] == 2 && p.slots[1] == 0);
+  in.budget_bytes = 1000;
+  const PlacementPlan all = plan_expert_placement(in);
+  CHECK(all.all_cached);
+  CHECK(all.bytes == 60);
+  in.budget_bytes = 0;
+  const PlacementPlan none = plan_expert_placement(in);
+  CHECK(none.bytes == 0 && none.slots[0] == 0 && none.slots[1] == 0 && none.expected_hit_rate == 0.0);
+}
+
+TEST(online_policy_swaps_only_on_sustained_shift_and_is_bounded) {
+  ExpertCachePolicy pol;
+  pol.init(3, 4, 0.5, 1.5, 2);
+  std::vector<std::vector<int>> cache = {{0, 1}, {0, 1}, {0, 1}};
+  auto cached = [&](int l, int s) { return cache[l][s]; };
+  auto slots = [&](int l) { return static_cast<int>(cache[l].size()); };
+  // Routing matches the cache: nothing to do.
+  auto sw = pol.update({5, 5, 0, 0, 5, 5, 0, 0, 5, 5, 0, 0}, cached, slots);
+  CHECK(sw.empty());
+  // Every layer now prefers expert 3 strongly: at most 2 copies per window.
+  sw = pol.update({0, 1, 0, 30, 0, 1, 0, 40, 0, 1, 0, 20}, cached, slots);
+  CHECK(sw.size() == 2);
+  for (const auto& s : sw) {
+    CHECK(s.expert == 3);
+    CHECK(s.evicted == 0);  // expert 0 decayed to the coldest
+    cache[s.layer][s.slot] = s.expert;
+  }
+  // The largest gains went first: layers 1 and 0.
+  CHECK((sw[0].layer == 1 && sw[1].layer == 0));
+  // A small blip does not evict a hot expert.
+  sw = pol.update({0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 20}, cached, slots);
+  for (const auto& s : sw) CHECK(!(s.layer != 2 && s.expert == 2));
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Hybrid MoE benchmark on the GPU machine (docs/PERFORMANCE.md, "GPU"):
+#
+#   scripts/gpu/bench_hybrid.sh OUT_DIR [MODEL.gguf]
+#
+# Needs a GUILD_CUDA build in build-gpu/ (scripts/gpu/run_gpu_suite.sh makes
+# one; override: GUILD_GPU_BUILD_DIR). Without MODEL it generates the
+# synthetic Qwen3-30B-A3B-shaped model (guild-gen-model --preset
+# qwen3-30b-a3b, ~16 GiB) in $GUILD_BENCH_MODEL_DIR (default /tmp).
+# Runs guild-bench (512-token prompt, 128 decode tokens) in five
+# configurations — all on the GPU; GPU budget 16 GiB; 8 GiB; every expert on
+# the CPU; CPU only — and writes one JSON per configuration plus
+# OUT_DIR/hybrid-bench.txt (a table), printed last. GUILD_BENCH_CONFIGS picks
+# configurations (space separated), GUILD_BENCH_TIMEOUT limits each (seconds).
+set -u -o pipefail
+OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
+mkdir -p "$OUT"
+BENCH=$BUILD/native/tools/guild-bench
+GEN=$BUILD/native/tools/guild-gen-model
+THREADS=${GUILD_BENCH_THREADS:-$(nproc)}
+MODEL=${2:-${GUILD_BENCH_MODEL_DIR:-/tmp}/guild-qwen3-30b-a3b-synth.gguf}
+if [ ! -f "$MODEL" ]; then
+  echo "generating $MODEL"
+  "$GEN" --preset qwen3-30b-a3b --out "$MODEL" --threads "$THREADS" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }
+fi
+COMMON=(--model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --threads "$THREADS" --warmup 64)
+run() {  # name reps args...
+  local name=$1 reps=$2
+  shift 2
+  echo "== $name"
+  timeout "${GUILD_BENCH_TIMEOUT:-300}" "$BENCH" "${COMMON[@]}" --reps "$reps" --profile-out "$OUT/profile-$name.json" "$@" \
+    > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.err"
+  local rc=$?
+  [ $rc = 0 ] || { echo "  failed ($rc):"; tail -3 "$OUT/bench-$name.err"; }
+}
+CONFIGS=${GUILD_BENCH_CONFIGS:-all-gpu budget-16g budget-8g experts-cpu cpu-only}
+for c in $CONFIGS; do
+  case $c in
+    all-gpu) run all-gpu 3 --gpu cuda:0 ;;
+    budget-16g) run budget-16g 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
+    budget-8g) run budget-8g 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    experts-cpu) run experts-cpu 1 --gpu cuda:0 --experts-cpu ;;
+    cpu-only) run cpu-only 1 --gpu cpu ;;
+    *) echo "unknown configuration $c" ;;
+  esac
+done
+python3 - "$OUT" > "$OUT/hybrid-bench.txt" <<'PY'
+import json, sys, os
+out = sys.argv[1]
+print(f"{'config':<12} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8}")
+for name in ["all-gpu", "budget-16g", "budget-8g", "experts-cpu", "cpu-only"]:
+    p = os.path.join(out, f"bench-{name}.json")
+    try:
+        d = json.load(open(p))
+    except Exception as e:
+        print(f"{name:<12} (no result: {e.__class__.__name__})"); continue
+    g = d.get("gpu", {})
+    med = lambda k: d.get(k, {}).get("median", float("nan"))
+    vram = g.get("vram_bytes", 0) / 2**30
+    ex = f"{g.get('gpu_experts', 0)}/{g.get('cpu_experts', '-')}"
+    hit = g.get("cache_hit_rate", float("nan"))
+    print(f"{name:<12} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f}")
+PY
+cat "$OUT/hybrid-bench.txt"
