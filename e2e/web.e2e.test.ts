@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { LOAD_STAGES } from "../app/shared/runtime-contract.js";
 import { artifactsDir, buildRenderer, chromiumPath, serveWebMode, type Served } from "./harness.js";
+import { hybridProfile, hybridShape } from "./hybrid-profile.js";
 
 const browserPath = chromiumPath();
 if ("reason" in browserPath) console.warn(`web e2e skipped: ${browserPath.reason}`);
@@ -272,6 +273,50 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await page.getByRole("button", { name: "Export Chrome trace" }).click();
     const trace = JSON.parse(readFileSync(await (await download).path(), "utf8")) as { traceEvents: { cat?: string }[] };
     expect(trace.traceEvents.filter((e) => e.cat === "stage")).toHaveLength(LOAD_STAGES.length);
+  });
+
+  it("has GPU load settings: a bad budget is explained, a load on the CPU device works, the profile shows the placement", async () => {
+    await page.getByTestId("nav-models").click();
+    const gpu = page.getByTestId("gpu-settings");
+    await gpu.waitFor();
+    expect(await gpu.textContent()).toMatch(/Only used by a CUDA build/);
+    // Where the current model runs, from its profile (this build: the CPU, with the runtime's reason).
+    await expect.poll(() => page.getByTestId("gpu-hint").textContent()).toMatch(/The current model runs on (the CPU: .+|.+ \(cuda:\d+\))\.$/);
+    const row = page.locator("tr", { hasText: "guild-demo-qwen3moe-Q8_0.gguf" });
+    const budget = page.getByLabel("GPU memory budget (GiB)", { exact: true });
+    await budget.fill("0");
+    await expect.poll(() => page.getByTestId("load-settings-errors").textContent()).toMatch(/GPU memory budget must be a positive number of GiB/);
+    expect(await row.getByRole("button", { name: "Load" }).isDisabled()).toBe(true);
+    await page.getByLabel("Device", { exact: true }).selectOption("cpu");
+    expect(await budget.isDisabled()).toBe(true);
+    expect(await page.getByTestId("load-settings-errors").count()).toBe(0);
+    await page.getByLabel("Threads", { exact: true }).fill("1");
+    const before = (await served.web.services.contract.models.current())!.id;
+    await row.getByRole("button", { name: "Load" }).click();
+    await expect.poll(async () => (await served.web.services.contract.models.current())?.id, { timeout: 60_000 }).not.toBe(before);
+    await expect.poll(() => page.getByTestId("current-model").textContent(), { timeout: 60_000 }).toContain("qwen3moe");
+    const profile = (await served.web.services.contract.models.profile())!;
+    const devicePolicy = profile.stages.find((st) => st.name === "device_policy")!.detail;
+    expect([devicePolicy["gpu_choice"], devicePolicy["threads"]]).toEqual(["cpu", 1]);
+    await page.getByTestId("nav-profile").click();
+    await page.getByRole("button", { name: "Current model", exact: true }).click();
+    await expect.poll(() => page.getByTestId("placement-device").textContent()).toMatch(/^Device: CPU.* · all \d+ experts on the CPU$/);
+    expect(await page.getByTestId("calibration").textContent()).toContain("all experts on the CPU");
+    expect(await page.getByTestId("layer-row").count()).toBe(profile.placement.layers!.length);
+    expect(await page.getByTestId("gpu-budget").count()).toBe(0);
+    // A hybrid profile (as a CUDA build writes it) shows the budget arithmetic and the calibration figures.
+    const hybridFile = path.join(served.dataDir, "hybrid-profile.json");
+    writeFileSync(hybridFile, JSON.stringify(hybridProfile(profile)));
+    await page.getByTestId("profile-file").setInputFiles(hybridFile);
+    await expect.poll(() => page.getByTestId("placement-device").textContent())
+      .toMatch(/^Device: cuda:0 \(NVIDIA H200, compute 9\.0, .*\) · \d+ of 6144 experts on the GPU/);
+    expect(await page.getByTestId("gpu-budget").textContent()).toMatch(/GPU memory budget · hybrid.*Budget16\.00 GiB/);
+    expect(await page.getByTestId("calibration").textContent()).toMatch(/Expected hit rate94\.0 %.*CPU per expert20\.1 µs.*CPU per expert, batch96\.4 µs \(32 tokens at once\).*Copy per expert310 µs.*Prefill streamingsteps of ≥ 37 tokens/);
+    expect(await page.getByTestId("layer-row").count()).toBe(hybridShape.layers);
+    expect(await page.getByTestId("calibration").textContent()).not.toContain("Why");
+    await page.setViewportSize({ width: 1280, height: 1700 });
+    await page.locator("section.card", { has: page.getByTestId("placement") }).screenshot({ path: path.join(artifactsDir, "profile-hybrid.png") });
+    await page.setViewportSize({ width: 1280, height: 800 });
   });
 
   it("loads the model again with stage progress, and inspects it", async () => {

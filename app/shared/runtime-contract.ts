@@ -168,6 +168,18 @@ export interface StartupProfileJson {
     detail: Record<string, unknown>;
   }[];
   fallbacks: { stage: string; reason: string }[];
-  placement: { layers?: { gpu_experts: number; cpu_experts: number; dense?: boolean }[] } & Record<string, unknown>;
+  placement: { layers?: PlacementLayerJson[]; /** "cuda:N" when the experts are placed on a GPU. */ device?: string } & Record<string, unknown>;
   total_ms: number;
+}
+
+/** One layer of `placement.layers` (stage calibration); the hybrid fields only with a GPU that cannot hold every expert. */
+export interface PlacementLayerJson {
+  gpu_experts: number;
+  cpu_experts: number;
+  dense?: boolean;
+  /** Expert ids cached on the GPU. */
+  cached?: number[];
+  cpu_us_per_expert?: number;
+  copy_us_per_expert?: number;
+  cold_expert?: string;
 }

@@ -340,7 +340,9 @@ TEST(profile_records_calibration_and_budget_errors) {
   CHECK(d["calibration_tokens"].as_int() > 0);
   CHECK(d["cpu_us_per_expert_mean"].as_double() > 0);
   CHECK(d["copy_us_per_expert"].as_double() > 0);
-  CHECK(d["prefill_stream_min_tokens"].as_int() >= 2);
+  const long long stream_min = d["prefill_stream_min_tokens"].as_int(-1);
+  CHECK(stream_min == 0 || stream_min >= 2);  // 0: the measured costs say the CPU is always cheaper
+  CHECK(d["cpu_us_per_expert_batch"].as_double() > 0);
   CHECK(d["expected_hit_rate"].as_double() > 0 && d["expected_hit_rate"].as_double() <= 1.0);
   const auto& layers = p["placement"]["layers"].as_array();
   CHECK(static_cast<int>(layers.size()) == t.hybrid->hparams().n_layer);

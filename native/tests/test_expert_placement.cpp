@@ -85,3 +85,31 @@ TEST(online_policy_swaps_only_on_sustained_shift_and_is_bounded) {
   sw = pol.update({0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 20}, cached, slots);
   for (const auto& s : sw) CHECK(!(s.layer != 2 && s.expert == 2));
 }
+
+TEST(prefill_streams_only_when_copying_beats_the_cpu) {
+  StreamCosts c;
+  c.uncached_per_layer = 64;
+  c.k = 8;
+  c.miss_rate = 0.5;
+  c.cpu_us_1 = 50;       // one token through one expert
+  c.cpu_us_batch = 200;  // 32 tokens through one expert: weights read once
+  c.t_ref = 32;
+  c.copy_us = 100;       // stream a layer: 6.4 ms
+  // n = 16: 64 slots on <= 64 experts, 1 token each: 64 x 50 us = 3.2 ms < 6.4 ms: CPU.
+  // The CPU cost keeps growing with n (more tokens per expert); streaming is flat.
+  const int n = prefill_stream_threshold(c, 512);
+  CHECK(n > 16);
+  // At the threshold the CPU is slower, one token earlier it is not.
+  auto cpu_us = [&](int t) {
+    const double slots = t * c.k * c.miss_rate, active = std::min(c.uncached_per_layer, slots);
+    return active * (c.cpu_us_1 + (slots / active - 1) * (c.cpu_us_batch - c.cpu_us_1) / (c.t_ref - 1));
+  };
+  CHECK(cpu_us(n) > 64 * c.copy_us);
+  CHECK(cpu_us(n - 1) <= 64 * c.copy_us);
+  // Slow copies (bounce buffers): the CPU wins for every step up to 512 tokens.
+  c.copy_us = 900;
+  CHECK(prefill_stream_threshold(c, 512) == 0);
+  // Unknown costs never stream.
+  c.cpu_us_batch = 0;
+  CHECK(prefill_stream_threshold(c, 512) == 0);
+}

@@ -1,15 +1,17 @@
-import { useEffect, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 import { useShallow } from "zustand/react/shallow";
 
 import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { formatBytes } from "../common/format.js";
 import { useApp } from "../stores/store.js";
+import { emptyLoadSettingsForm, toLoadSettings } from "./load-settings.js";
+import { LoadSettings } from "./LoadSettings.js";
 import { stageLabel } from "./stage-labels.js";
 
 export function ModelsView() {
-  const { files, current, loadingPath, progress, summary, error, notice, cancelling } = useApp(useShallow((s) => ({
+  const { files, current, loadingPath, progress, summary, error, notice, cancelling, currentDevice } = useApp(useShallow((s) => ({
     files: s.files, current: s.current, loadingPath: s.loadingPath, progress: s.progress, summary: s.summary, error: s.modelsError,
-    notice: s.modelsNotice, cancelling: s.cancellingLoad,
+    notice: s.modelsNotice, cancelling: s.cancellingLoad, currentDevice: s.currentDevice,
   })));
   const refresh = useApp((s) => s.refreshModels);
   const load = useApp((s) => s.loadModel);
@@ -17,15 +19,11 @@ export function ModelsView() {
   const cancelLoad = useApp((s) => s.cancelLoad);
   const inspect = useApp((s) => s.inspectModel);
   const [path, setPath] = useState("");
-  const [threads, setThreads] = useState("");
-  const [context, setContext] = useState("");
+  const [form, setForm] = useState(emptyLoadSettingsForm);
+  const parsed = useMemo(() => toLoadSettings(form), [form]);
+  const canLoad = loadingPath === null && parsed.errors.length === 0;
   useEffect(() => { void refresh(); }, [refresh]);
-  const settings = () => {
-    const s: { threads?: number; contextSize?: number } = {};
-    if (threads.trim()) s.threads = Number(threads);
-    if (context.trim()) s.contextSize = Number(context);
-    return Object.keys(s).length ? s : undefined;
-  };
+  const settings = () => parsed.settings;
   const stageIndex = progress && progress.stageIndex > 0 ? progress.stageIndex : progress?.stage === "ready" ? LOAD_STAGES.length : 0;
   const pct = Math.round((stageIndex / LOAD_STAGES.length) * 100);
   return (
@@ -65,6 +63,10 @@ export function ModelsView() {
       {error && <div className="banner error" role="alert">{error}</div>}
       {notice && <div className="banner note" role="status" data-testid="models-notice">{notice}</div>}
       <section className="card">
+        <h3>Load settings</h3>
+        <LoadSettings form={form} currentDevice={current ? currentDevice : null} errors={parsed.errors} onChange={setForm} />
+      </section>
+      <section className="card">
         <h3>Model files</h3>
         <table>
           <thead><tr><th>Name</th><th>Source</th><th>Size</th><th /></tr></thead>
@@ -76,18 +78,16 @@ export function ModelsView() {
                 <td>{formatBytes(f.sizeBytes)}</td>
                 <td className="actions">
                   <button type="button" onClick={() => void inspect(f.path)}>Inspect</button>
-                  <button type="button" disabled={loadingPath !== null} onClick={() => void load(f.path, settings())}>Load</button>
+                  <button type="button" disabled={!canLoad} onClick={() => void load(f.path, settings())}>Load</button>
                 </td>
               </tr>
             ))}
           </tbody>
         </table>
-        <form className="load-form" onSubmit={(e) => { e.preventDefault(); if (path.trim()) void load(path.trim(), settings()); }}>
+        <form className="load-form" onSubmit={(e) => { e.preventDefault(); if (path.trim() && canLoad) void load(path.trim(), settings()); }}>
           <input value={path} onChange={(e) => setPath(e.target.value)} placeholder="/path/to/model.gguf" aria-label="GGUF path" />
-          <input value={threads} onChange={(e) => setThreads(e.target.value)} placeholder="threads" inputMode="numeric" aria-label="Threads" className="narrow" />
-          <input value={context} onChange={(e) => setContext(e.target.value)} placeholder="context" inputMode="numeric" aria-label="Context size" className="narrow" />
           <button type="button" disabled={!path.trim()} onClick={() => void inspect(path.trim())}>Inspect</button>
-          <button type="submit" className="primary" disabled={!path.trim() || loadingPath !== null}>Load GGUF</button>
+          <button type="submit" className="primary" disabled={!path.trim() || !canLoad}>Load GGUF</button>
         </form>
       </section>
       {summary && (

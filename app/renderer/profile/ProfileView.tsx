@@ -4,6 +4,7 @@ import { useShallow } from "zustand/react/shallow";
 import type { StartupProfileJson } from "../../shared/runtime-contract.js";
 import { download, formatBytes, formatMs } from "../common/format.js";
 import { useApp } from "../stores/store.js";
+import { PlacementView } from "./PlacementView.js";
 import { toChromeTrace } from "./trace.js";
 
 function Timeline({ p }: { p: StartupProfileJson }) {
@@ -22,27 +23,6 @@ function Timeline({ p }: { p: StartupProfileJson }) {
         </div>
       ))}
       <div className="stage-row total"><span className="stage-name">total</span><span /><span className="stage-num">{formatMs(p.total_ms)}</span><span /></div>
-    </div>
-  );
-}
-
-function Placement({ p }: { p: StartupProfileJson }) {
-  const layers = p.placement.layers ?? [];
-  if (layers.length === 0) return <p>No per-layer placement recorded.</p>;
-  const most = Math.max(...layers.map((l) => l.gpu_experts + l.cpu_experts), 1);
-  return (
-    <div className="placement" data-testid="placement">
-      <div className="legend"><span className="swatch gpu" /> GPU experts <span className="swatch cpu" /> CPU experts</div>
-      {layers.map((l, i) => (
-        <div className="layer-row" key={i}>
-          <span className="layer-name">layer {i}{l.dense ? " (dense)" : ""}</span>
-          <span className="layer-track">
-            <span className="gpu" style={{ width: `${(l.gpu_experts / most) * 100}%` }} />
-            <span className="cpu" style={{ width: `${(l.cpu_experts / most) * 100}%` }} />
-          </span>
-          <span className="stage-num">{l.gpu_experts} / {l.cpu_experts}</span>
-        </div>
-      ))}
     </div>
   );
 }
@@ -87,7 +67,7 @@ export function ProfileView() {
               <ul className="fallbacks" data-testid="fallbacks">{profile.fallbacks.map((f, i) => <li key={i}><strong>{f.stage}</strong>: {f.reason}</li>)}</ul>
             )}
           </section>
-          <section className="card"><h3>Expert placement per layer</h3><Placement p={profile} /></section>
+          <section className="card"><h3>Expert placement per layer</h3><PlacementView p={profile} /></section>
         </>
       )}
     </div>

@@ -2,7 +2,8 @@
 import type { StateCreator } from "zustand";
 
 import { loadCancelledMessage, type ModelFile, type ModelProgressEvent, type ModelStateEvent, type ModelSummary } from "../../shared/app-contract.js";
-import type { LoadedModel } from "../../shared/runtime-contract.js";
+import type { LoadedModel, ModelLoadSettings } from "../../shared/runtime-contract.js";
+import { deviceHint } from "../profile/placement.js";
 import { client } from "../transport/index.js";
 import type { AppState } from "./store.js";
 
@@ -17,8 +18,10 @@ export interface ModelsSlice {
   modelsNotice: string | null;
   /** A cancel was asked for and the load has not ended yet. */
   cancellingLoad: boolean;
+  /** Where the current model runs, from its startup profile ("runs on the CPU: …"), for the GPU settings. */
+  currentDevice: string | null;
   refreshModels(): Promise<void>;
-  loadModel(path: string, settings?: { threads?: number; contextSize?: number }): Promise<void>;
+  loadModel(path: string, settings?: ModelLoadSettings): Promise<void>;
   unloadModel(): Promise<void>;
   cancelLoad(): Promise<void>;
   inspectModel(path: string): Promise<void>;
@@ -37,10 +40,12 @@ export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (s
   modelsError: null,
   modelsNotice: null,
   cancellingLoad: false,
+  currentDevice: null,
   refreshModels: async () => {
     try {
       const [files, current] = await Promise.all([client.models.list(), client.models.current()]);
-      set({ files, current });
+      const profile = current ? await client.models.profile().catch(() => null) : null;
+      set({ files, current, currentDevice: profile ? deviceHint(profile) : null });
     } catch (err) {
       set({ modelsError: message(err) });
     }

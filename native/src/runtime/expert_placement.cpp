@@ -56,6 +56,22 @@ PlacementPlan plan_expert_placement(const PlacementInput& in) {
   return p;
 }
 
+int prefill_stream_threshold(const StreamCosts& c, int max_tokens) {
+  if (c.uncached_per_layer <= 0 || c.cpu_us_1 <= 0 || c.cpu_us_batch <= 0 || c.copy_us <= 0 || c.t_ref < 2 || c.k < 1)
+    return 0;
+  const double slope = std::max(0.0, (c.cpu_us_batch - c.cpu_us_1) / (c.t_ref - 1));
+  const double stream_us = c.uncached_per_layer * c.copy_us;
+  const double miss = std::clamp(c.miss_rate, 0.0, 1.0);
+  for (int n = 2; n <= max_tokens; ++n) {
+    const double slots = static_cast<double>(n) * c.k * miss;
+    if (slots <= 0) continue;
+    const double active = std::max(1.0, std::min(c.uncached_per_layer, slots));
+    const double per_expert = c.cpu_us_1 + (slots / active - 1.0) * slope;
+    if (active * per_expert > stream_us) return n;
+  }
+  return 0;
+}
+
 void ExpertCachePolicy::init(int n_layer, int n_expert, double decay, double margin, int max_copies) {
   n_layer_ = n_layer;
   n_expert_ = n_expert;

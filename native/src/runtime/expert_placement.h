@@ -31,6 +31,26 @@ struct PlacementPlan {
 // expert id, so without statistics every MoE layer gets the same share.
 PlacementPlan plan_expert_placement(const PlacementInput& in);
 
+// When a prefill step should stream a layer's uncached experts to the GPU
+// instead of computing them on the CPU (docs/CUDA.md, "Prefill"). For a step
+// of n tokens, the CPU's work in one layer is a = min(U, n·k·miss) active
+// experts of t = n·k·miss / a tokens each, at cost(t) per expert —
+// interpolated between the measured one-token cost and the measured cost of a
+// batch of t_ref tokens (the CPU reads an expert's weights once per batch, so
+// cost grows slowly with t) — against U copies for streaming.
+struct StreamCosts {
+  double uncached_per_layer = 0;  // U
+  int k = 1;                      // routed choices per token
+  double miss_rate = 1;           // share of choices whose expert is not cached
+  double cpu_us_1 = 0;            // one token through one expert on the CPU
+  double cpu_us_batch = 0;        // t_ref tokens through one expert (one call)
+  int t_ref = 32;
+  double copy_us = 0;             // one expert copied to the GPU
+};
+// The smallest step (in tokens, >= 2) from which streaming is cheaper, or 0
+// when it never is up to max_tokens (or a cost is unknown).
+int prefill_stream_threshold(const StreamCosts& c, int max_tokens);
+
 // Online cache policy: exponentially decayed routing counts per expert; after
 // each observation window at most max_copies experts are swapped in, each
 // only when its decayed count beats the coldest cached expert of its layer by

@@ -285,14 +285,37 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   if (moe_layers) detail->set("cpu_us_per_expert_mean", cpu_total_us / moe_layers);
   if (copy_us >= 0) detail->set("copy_us_per_expert", copy_us);
   // Prefill: stream a layer's uncached experts when computing them on the CPU
-  // would cost more — n tokens x k choices x miss rate x CPU cost per expert
-  // against (uncached experts per layer) x copy cost per expert.
-  if (dec_->stream_min_tokens() > 0 && moe_layers && copy_us > 0 && cpu_total_us > 0) {
-    const double uncached = static_cast<double>(moe_layers) * hp.n_expert - static_cast<double>(cached_experts());
-    const double miss = std::max(0.05, 1.0 - plan_.expected_hit_rate);
-    const double per_token = hp.n_expert_used * miss * (cpu_total_us / moe_layers);
-    const double n_star = (uncached / moe_layers) * copy_us / per_token;
-    dec_->set_stream_min_tokens(std::clamp(static_cast<int>(std::ceil(n_star)), 2, opt_.max_tokens));
+  // would cost more (prefill_stream_threshold). The CPU's batch cost: t_ref
+  // tokens all routed to the same k experts, per expert, on the first MoE layer.
+  double batch_us = -1;
+  const int t_ref = std::min(32, opt_.max_tokens);
+  for (int l = 0; l < hp.n_layer && batch_us < 0 && t_ref >= 2; ++l) {
+    if (!expert_bytes_[l]) continue;
+    std::vector<float> xb(static_cast<size_t>(t_ref) * hp.n_embd, 0.01f), ob(xb.size());
+    std::vector<int32_t> ib(static_cast<size_t>(t_ref) * hp.n_expert_used);
+    std::vector<float> wb(ib.size(), 1.0f / hp.n_expert_used);
+    for (size_t i = 0; i < ib.size(); ++i) ib[i] = static_cast<int32_t>(i % hp.n_expert_used);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      const auto t0 = Clock::now();
+      cpu_->run(l, t_ref, xb.data(), ib.data(), wb.data(), all_cpu.data(), ob.data());
+      best = std::min(best, ms_since(t0) * 1e3);
+    }
+    batch_us = best / hp.n_expert_used;
+  }
+  if (batch_us > 0) detail->set("cpu_us_per_expert_batch", batch_us);
+  detail->set("cpu_batch_tokens", t_ref);
+  if (dec_->stream_min_tokens() > 0) {
+    StreamCosts sc;
+    sc.uncached_per_layer = moe_layers ? (static_cast<double>(moe_layers) * hp.n_expert - static_cast<double>(cached_experts())) / moe_layers : 0;
+    sc.k = hp.n_expert_used;
+    sc.miss_rate = 1.0 - plan_.expected_hit_rate;
+    sc.cpu_us_1 = moe_layers ? cpu_total_us / moe_layers : 0;
+    sc.cpu_us_batch = batch_us;
+    sc.t_ref = t_ref;
+    sc.copy_us = copy_us;
+    // Without a measured copy cost (nothing is cached) the threshold is 0: the CPU computes its experts.
+    dec_->set_stream_min_tokens(prefill_stream_threshold(sc, opt_.max_tokens));
   }
   detail->set("prefill_stream_min_tokens", dec_->stream_min_tokens());
   detail->set("prefill_policy", dec_->stream_min_tokens() > 0

@@ -216,7 +216,10 @@ void first_touch_experts(ThreadPool& pool, NumaPlacement& plan, uint64_t ram_ava
     }
     madvise(reinterpret_cast<void*>(a), len, MADV_WILLNEED);
     uint8_t acc = 0;
-    for (uintptr_t q = a; q < end; q += page) acc ^= *reinterpret_cast<const volatile uint8_t*>(q);
+    // One byte per page, from the piece's first byte (the page start may lie
+    // before the piece, outside what we may read).
+    for (uintptr_t q = reinterpret_cast<uintptr_t>(pc.p); q < end; q = (q & ~static_cast<uintptr_t>(page - 1)) + page)
+      acc ^= *reinterpret_cast<const volatile uint8_t*>(q);
     sink.fetch_add(acc, std::memory_order_relaxed);
     const int os_node = node_of_page(reinterpret_cast<const void*>(a));
     if (os_node >= 0) {

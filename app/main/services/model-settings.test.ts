@@ -1,0 +1,72 @@
+// ModelManager's check of the load settings (sanitizeSettings) before anything
+// is loaded: the GPU choice, the budget and expertsOnCpu, good and bad. A host
+// that records what it is asked to load stands in for the runtime; the file
+// check before a load reads the real embedded model.
+import { describe, expect, it } from "vitest";
+
+import type { EventSink } from "../../shared/app-contract.js";
+import type { LoadedModel, ModelLoadSettings } from "../../shared/runtime-contract.js";
+import { embeddedModelPath } from "../paths.js";
+import type { ModelLibrary } from "./model-library.js";
+import { ModelManager } from "./model-manager.js";
+import type { ProfileStore } from "./profile-store.js";
+import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
+
+function manager(defaults: ModelLoadSettings = {}) {
+  const loads: ModelLoadSettings[] = [];
+  const host = {
+    subscribe: () => () => undefined,
+    loadModel: async (path: string, settings: ModelLoadSettings) => {
+      loads.push(settings);
+      return { id: "m1", path, name: "demo" } as LoadedModel;
+    },
+    unloadModel: async () => true,
+    profile: () => { throw new Error("no profile"); },
+  } as unknown as RuntimeHost;
+  const library = { remember: () => undefined } as unknown as ModelLibrary;
+  const emit: EventSink = () => undefined;
+  return { models: new ModelManager(host, library, {} as ProfileStore, emit, defaults), loads };
+}
+
+async function refusal(settings: Record<string, unknown>): Promise<RuntimeError> {
+  const { models, loads } = manager();
+  const err = await models.load({ path: embeddedModelPath(), settings: settings as ModelLoadSettings }).then(() => null, (e: unknown) => e);
+  expect(loads).toEqual([]);  // refused before the runtime sees it
+  expect(err).toBeInstanceOf(RuntimeError);
+  expect((err as RuntimeError).code).toBe("invalid");
+  return err as RuntimeError;
+}
+
+describe("ModelManager load settings (sanitizeSettings)", () => {
+  it("passes the device, budget and expert placement through to the runtime, over the defaults", async () => {
+    for (const gpu of ["auto", "cpu", "cuda:0", "cuda:7", "cuda:42"] as const) {
+      const { models, loads } = manager({ threads: 2 });
+      await models.load({ path: embeddedModelPath(), settings: { gpu, gpuBudgetGiB: 7.5, expertsOnCpu: true } });
+      expect(loads).toEqual([{ threads: 2, gpu, gpuBudgetGiB: 7.5, expertsOnCpu: true }]);
+    }
+    const { models, loads } = manager({ gpu: "cpu" });
+    await models.load({ path: embeddedModelPath(), settings: { gpuBudgetGiB: 0.25, expertsOnCpu: false, kvCacheType: "f32" } });
+    expect(loads).toEqual([{ gpu: "cpu", gpuBudgetGiB: 0.25, expertsOnCpu: false, kvCacheType: "f32" }]);
+  });
+
+  it("refuses a device other than auto, cpu or cuda:N", async () => {
+    for (const gpu of ["gpu", "CUDA:0", "cuda:", "cuda:-1", "cuda:01", "cuda:100", "cuda:1.5", " cpu", "", 0, true, null])
+      expect((await refusal({ gpu })).message, String(gpu)).toBe('gpu must be "auto", "cpu" or "cuda:N"');
+  });
+
+  it("refuses a budget that is not a positive number of GiB", async () => {
+    for (const gpuBudgetGiB of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, "8", 2 ** 21, null])
+      expect((await refusal({ gpuBudgetGiB })).message, String(gpuBudgetGiB)).toBe("gpuBudgetGiB must be a positive number of GiB");
+  });
+
+  it("refuses an expertsOnCpu that is not a boolean", async () => {
+    for (const expertsOnCpu of ["true", 1, 0, null])
+      expect((await refusal({ expertsOnCpu })).message, String(expertsOnCpu)).toBe("expertsOnCpu must be true or false");
+  });
+
+  it("checks the CPU settings too", async () => {
+    expect((await refusal({ threads: 1.5 })).message).toBe("threads must be a whole number from 0 to 1024");
+    expect((await refusal({ contextSize: -1 })).message).toBe("contextSize must be a whole number of tokens");
+    expect((await refusal({ kvCacheType: "q8_0" })).message).toBe("kvCacheType must be f16 or f32");
+  });
+});

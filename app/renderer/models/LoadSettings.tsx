@@ -1,0 +1,66 @@
+// The load settings every Load button on the Models page uses: CPU settings,
+// and a GPU group that only matters with a CUDA build on a machine with a GPU.
+import { gpuFieldsApply, type DeviceChoice, type LoadSettingsForm } from "./load-settings.js";
+
+interface Props {
+  form: LoadSettingsForm;
+  /** Where the current model runs ("runs on the CPU: this build has no CUDA backend"), when one is loaded. */
+  currentDevice: string | null;
+  errors: string[];
+  onChange(form: LoadSettingsForm): void;
+}
+
+export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
+  const set = <K extends keyof LoadSettingsForm>(key: K, value: LoadSettingsForm[K]) => onChange({ ...form, [key]: value });
+  const gpuOn = gpuFieldsApply(form);
+  return (
+    <div className="load-settings" data-testid="load-settings">
+      <div className="settings-row">
+        <label>Threads
+          <input value={form.threads} onChange={(e) => set("threads", e.target.value)} placeholder="all cores" inputMode="numeric" aria-label="Threads" />
+        </label>
+        <label>Context (tokens)
+          <input value={form.contextSize} onChange={(e) => set("contextSize", e.target.value)} placeholder="model default" inputMode="numeric" aria-label="Context size" />
+        </label>
+        <label>KV cache
+          <select value={form.kvCacheType} onChange={(e) => set("kvCacheType", e.target.value as LoadSettingsForm["kvCacheType"])} aria-label="KV cache precision">
+            <option value="">default (f16)</option>
+            <option value="f16">f16</option>
+            <option value="f32">f32</option>
+          </select>
+        </label>
+      </div>
+      <fieldset className="gpu-group" data-testid="gpu-settings">
+        <legend>GPU</legend>
+        <p className="fine-print" data-testid="gpu-hint">Only used by a CUDA build on a machine with an NVIDIA GPU; elsewhere the model runs on the CPU
+          (and asking for a CUDA device fails the load). Experts beyond the budget stay in RAM and the CPU computes them.
+          {currentDevice && <> The current model {currentDevice}.</>}</p>
+        <div className="settings-row">
+          <label>Device
+            <select value={form.device} onChange={(e) => set("device", e.target.value as DeviceChoice)} aria-label="Device">
+              <option value="auto">Auto (GPU if usable)</option>
+              <option value="cpu">CPU</option>
+              <option value="cuda">CUDA device…</option>
+            </select>
+          </label>
+          {form.device === "cuda" && (
+            <label>Device number
+              <input value={form.cudaDevice} onChange={(e) => set("cudaDevice", e.target.value)} inputMode="numeric" aria-label="CUDA device number" />
+            </label>
+          )}
+          <label>Memory budget (GiB)
+            <input value={gpuOn ? form.gpuBudgetGiB : ""} onChange={(e) => set("gpuBudgetGiB", e.target.value)} disabled={!gpuOn}
+              placeholder="free − 1 GiB" inputMode="decimal" aria-label="GPU memory budget (GiB)" />
+          </label>
+          <label className="check">
+            <input type="checkbox" checked={gpuOn && form.expertsOnCpu} disabled={!gpuOn} onChange={(e) => set("expertsOnCpu", e.target.checked)} />
+            Compute all experts on the CPU <small>(dense weights and KV cache on the GPU)</small>
+          </label>
+        </div>
+      </fieldset>
+      {errors.length > 0 && (
+        <ul className="form-errors" role="status" data-testid="load-settings-errors">{errors.map((e) => <li key={e}>{e}</li>)}</ul>
+      )}
+    </div>
+  );
+}
