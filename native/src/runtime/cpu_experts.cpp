@@ -46,9 +46,12 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
   const LayerWeights& L = w_->layers[layer];
   const int k = hp.n_expert_used;
   const int64_t d = hp.n_embd;
-  if (!pinned_) {
+  // Whichever thread calls (the CUDA decoder's expert server, or the loading
+  // thread during calibration) is the pool's worker 0: pin it once.
+  thread_local const CpuExpertRunner* pinned_for = nullptr;
+  if (pinned_for != this) {
     if (pin_cpu_ >= 0) pin_current_thread(pin_cpu_);
-    pinned_ = true;
+    pinned_for = this;
   }
   n = std::min(n, max_tokens_);
 

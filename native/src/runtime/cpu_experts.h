@@ -42,7 +42,6 @@ class CpuExpertRunner {
   ThreadPool* pool_ = nullptr;
   int max_tokens_ = 0;
   int pin_cpu_ = -1;
-  bool pinned_ = false;
   ExpertRouting routing_;
   std::vector<uint8_t> act_x_;          // [T][act row] the normed input in gate's vec_dot_type
   std::vector<const uint8_t*> x_rows_;  // [T]

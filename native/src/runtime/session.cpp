@@ -51,10 +51,11 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   }
 #endif
   try {
-    // With a GPU the KV cache lives on the device (one per model, GpuExecution).
+    // With a GPU the KV cache and the activations live on the device (one set
+    // per model, GpuExecution): the session keeps only its history and logits.
     if ((!gpu && !s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
                               s->exec_->kv_type)) ||
-        !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size()))
+        (!gpu && !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size())))
       throw std::bad_alloc();
     s->logits_.resize(static_cast<size_t>(hp.n_vocab));
     s->window_logits_.resize(static_cast<size_t>(kMaxWindow) * hp.n_vocab);
