@@ -744,6 +744,27 @@ bool device_info(int device, DeviceInfo* out, std::string* why) {
   return device_memory(device, &out->free_bytes, &out->total_bytes, why);
 }
 
+bool device_topology(DeviceTopology* out, std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_msg("cudaGetDeviceCount", e);
+    cudaGetLastError();
+    return false;
+  }
+  out->devices.assign(n, DeviceInfo{});
+  out->peer.assign(n, std::vector<bool>(n, false));
+  for (int i = 0; i < n; ++i)
+    if (!device_info(i, &out->devices[i], why)) return false;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      int can = 0;
+      if (i != j && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess) out->peer[i][j] = can != 0;
+      cudaGetLastError();
+    }
+  return true;
+}
+
 bool device_memory(int device, size_t* free_bytes, size_t* total_bytes, std::string* why) {
   int prev = 0;
   cudaGetDevice(&prev);

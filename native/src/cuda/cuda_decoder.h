@@ -33,6 +33,13 @@ struct DeviceInfo {
   size_t free_bytes = 0;
 };
 bool device_info(int device, DeviceInfo* out, std::string* why);
+// Every CUDA device and which ordered pairs (i, j) let device i read device
+// j's memory directly (peer-to-peer; cudaDeviceCanAccessPeer).
+struct DeviceTopology {
+  std::vector<DeviceInfo> devices;
+  std::vector<std::vector<bool>> peer;  // [i][j], false on the diagonal
+};
+bool device_topology(DeviceTopology* out, std::string* why);
 // Free and total device memory (cudaMemGetInfo on that device).
 bool device_memory(int device, size_t* free_bytes, size_t* total_bytes, std::string* why);
 

@@ -88,6 +88,25 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       if (options.gpu_budget_bytes == 0) fail(LoadErrorKind::InvalidArgument, "a GPU budget of 0 bytes");
       st.detail.set("gpu_choice", gpu_choice);
 #if GUILD_HAVE_CUDA
+      // Every CUDA device and the peer-to-peer pairs, whatever this load uses.
+      if (cuda::DeviceTopology topo; cuda::device_topology(&topo, nullptr)) {
+        json::Value devs = json::Value::array();
+        for (size_t i = 0; i < topo.devices.size(); ++i) {
+          const cuda::DeviceInfo& d = topo.devices[i];
+          json::Value v = json::Value::object();
+          v.set("device", static_cast<long long>(i));
+          v.set("name", d.name);
+          v.set("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
+          v.set("total_bytes", static_cast<unsigned long long>(d.total_bytes));
+          v.set("free_bytes", static_cast<unsigned long long>(d.free_bytes));
+          json::Value peers = json::Value::array();
+          for (size_t j = 0; j < topo.devices.size(); ++j)
+            if (topo.peer[i][j]) peers.push_back(static_cast<long long>(j));
+          v.set("peer_access", std::move(peers));
+          devs.push_back(std::move(v));
+        }
+        st.detail.set("cuda_devices", std::move(devs));
+      }
       if (gpu_choice != "cpu") {
         int device = 0;
         if (gpu_choice.rfind("cuda:", 0) == 0) {
