@@ -3,7 +3,8 @@
 // Release, Ninja, ccache when installed (the top-level CMakeLists picks it up),
 // Node-API headers from the node-api-headers package (package.json's
 // "binary.napi_versions" tells cmake-js so), so nothing is downloaded.
-// Runs as the package's `install` script, i.e. during `npm ci`.
+// Runs as the package's `install` script, i.e. during `npm ci`. GUILD_CUDA=1
+// builds the CUDA backend into it (GUILD_CUDA_ARCHS, default "80;90").
 import { spawnSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import path from "node:path";
@@ -17,9 +18,11 @@ if (process.env.GUILD_SKIP_ADDON_BUILD === "1") {
   process.exit(0);
 }
 
-const args = [
+// `configure` first so the -D options below apply to an existing build folder
+// too (cmake-js `build` alone reuses the cached configuration).
+const cmakeJsArgs = (command) => [
   cmakeJs,
-  "build",
+  command,
   "--directory", root,
   "--out", path.join(root, "build"),
   "--config", "Release",
@@ -28,10 +31,16 @@ const args = [
   "--target", "guild_addon",
   "--CDGUILD_BUILD_TESTS=OFF",
   "--CDGUILD_BUILD_TOOLS=OFF",
+  // GUILD_CUDA=1: the GPU runtime too (needs nvcc; docs/CUDA.md). GUILD_CUDA_ARCHS picks the
+  // compute capabilities (default "80;90": A100 and H100/H200).
+  `--CDGUILD_CUDA=${process.env.GUILD_CUDA === "1" ? "ON" : "OFF"}`,
+  ...(process.env.GUILD_CUDA === "1" ? [`--CDGUILD_CUDA_ARCHS=${process.env.GUILD_CUDA_ARCHS ?? "80;90"}`] : []),
 ];
-const result = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
-if (result.error) {
-  console.error(`guild: cannot run cmake-js: ${result.error.message}`);
-  process.exit(1);
+for (const command of ["configure", "build"]) {
+  const result = spawnSync(process.execPath, cmakeJsArgs(command), { cwd: root, stdio: "inherit" });
+  if (result.error) {
+    console.error(`guild: cannot run cmake-js: ${result.error.message}`);
+    process.exit(1);
+  }
+  if (result.status !== 0) process.exit(result.status ?? 1);
 }
-process.exit(result.status ?? 1);
