@@ -320,8 +320,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       StageRecord& st = enter("stream_and_lease");
       m->kernel_lease_ = Lease(m->kernels_->name, "model " + m->display_name_);
       if (use_gpu) {
-        st.detail.set("gpu_streams", 2);
-        st.detail.set("streams", "compute + CPU-expert side stream, created with the device state in stage 9");
+        st.detail.set("gpu_streams", 1);
+        st.detail.set("streams", "one compute stream, created with the device state at the end of stage 10; the CPU "
+                                 "expert server talks to it through a host-mapped mailbox");
         st.detail.set("device", gpu_device);
       } else {
         st.detail.set("gpu_streams", 0);
