@@ -11,7 +11,8 @@
 #    fixtures/ folder inside it; override: GUILD_GPU_FIXTURES);
 #    GUILD_GPU_CTEST_ARGS adds ctest arguments (e.g. "-R cuda");
 # 3. runs the kernel micro-benchmark (native/tools/cuda_kernel_bench.cu);
-# 4. writes OUT_DIR/{env,build,ctest,bench}.log and OUT_DIR/summary.txt
+# 4. with GUILD_GPU_BENCH_HYBRID=1, runs scripts/gpu/bench_hybrid.sh (OUT_DIR/hybrid/, hybrid.log);
+# 5. writes OUT_DIR/{env,build,ctest,bench}.log and OUT_DIR/summary.txt
 #    (5 files, each cut to 16 MiB) and prints the summary last.
 # Exit status: 0 when the build and all tests pass (skips allowed), else 1.
 set -u -o pipefail
@@ -88,6 +89,15 @@ if [ "$BUILD_OK" = 1 ] && [ -x "$BUILD/native/cuda_kernel_bench" ]; then
   cap "$OUT/bench.log"
 fi
 
+# Hybrid MoE benchmark (GUILD_GPU_BENCH_HYBRID=1): the synthetic 30B-A3B-shaped model in every
+# configuration of scripts/gpu/bench_hybrid.sh; its table goes into the summary, its files into
+# OUT/hybrid/ (one level down, so the 8-file limit of the device tool keeps the logs above).
+HYBRID_OK=-
+if [ "$BUILD_OK" = 1 ] && [ "${GUILD_GPU_BENCH_HYBRID:-0}" = 1 ]; then
+  GUILD_GPU_BUILD_DIR="$BUILD" bash "$ROOT/scripts/gpu/bench_hybrid.sh" "$OUT/hybrid" > "$OUT/hybrid.log" 2>&1 && HYBRID_OK=ok || HYBRID_OK=FAILED
+  cap "$OUT/hybrid.log"
+fi
+
 # Summary.
 {
   echo "== Guild GPU suite =="
@@ -101,6 +111,10 @@ fi
   fi
   echo "bench:  $([ "$BENCH_OK" = 1 ] && echo ok || echo "FAILED or not run"; true) (log: bench.log)"
   if [ -f "$OUT/bench.log" ]; then sed -n '/== summary/,$p' "$OUT/bench.log"; fi
+  if [ "$HYBRID_OK" != - ]; then
+    echo "hybrid: $HYBRID_OK (log: hybrid.log)"
+    [ -f "$OUT/hybrid/hybrid-bench.txt" ] && cat "$OUT/hybrid/hybrid-bench.txt"
+  fi
 } > "$OUT/summary.txt" 2>&1
 cat "$OUT/summary.txt"
 
