@@ -140,6 +140,11 @@ export interface PackageInfo {
   enabled: boolean;
   /** Holders that pin the package (a loaded model, a session); disabling then fails. */
   pinnedBy: string[];
+  /**
+   * "bundled": shipped with the app (read-only: it can be disabled, not uninstalled); "user":
+   * installed into the user's packages folder. Absent from older backends (treated as "user").
+   */
+  source?: "user" | "bundled";
 }
 
 export interface PackageService {

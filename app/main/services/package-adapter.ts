@@ -121,6 +121,7 @@ export function packageBackendFrom(service: PackageEngine): PackageBackend {
         ...(p.reason ? { reason: p.reason } : {}),
         enabled: p.enabled,
         pinnedBy: p.pinnedBy,
+        source: p.source,
       }));
     },
     async enable(name) {

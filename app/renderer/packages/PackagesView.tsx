@@ -30,7 +30,7 @@ export function PackagesView() {
             <tbody>
               {packages.map((p) => (
                 <tr key={p.name} data-testid={`package-${p.name}`}>
-                  <td className="nowrap">{p.name}</td>
+                  <td className="nowrap">{p.name}{p.source === "bundled" && <span className="badge" title="shipped with the app">bundled</span>}</td>
                   <td>{p.version}</td>
                   <td>{p.compatible ? <span className="badge ok">yes</span> : <span className="badge bad" title={p.reason}>no</span>}
                     {p.reason && <div className="reason">{p.reason}</div>}</td>
@@ -43,8 +43,12 @@ export function PackagesView() {
                     </label>
                   </td>
                   <td className="actions">
-                    <button type="button" className="small" disabled={busy !== null} aria-label={`Uninstall ${p.name}`}
-                      onClick={() => { if (window.confirm(`Uninstall ${p.name} ${p.version}?`)) void uninstall(p.name); }}>Uninstall</button>
+                    {p.source === "bundled" ? (
+                      <span className="reason" title="Bundled packages are part of the app: turn it off to stop using it">bundled: disable instead</span>
+                    ) : (
+                      <button type="button" className="small" disabled={busy !== null} aria-label={`Uninstall ${p.name}`}
+                        onClick={() => { if (window.confirm(`Uninstall ${p.name} ${p.version}?`)) void uninstall(p.name); }}>Uninstall</button>
+                    )}
                   </td>
                 </tr>
               ))}
