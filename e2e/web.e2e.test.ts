@@ -325,6 +325,15 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await row.getByRole("button", { name: "Inspect" }).click();
     await page.getByTestId("model-summary").getByText("Memory estimate").waitFor();
     expect(await page.getByTestId("model-summary").textContent()).toMatch(/Dense weights.*Experts.*KV cache/);
+    // How the model would sit in a GPU budget, as one types it.
+    const fit = page.getByTestId("gpu-fit");
+    await expect.poll(() => fit.textContent()).toMatch(/Type a GPU memory budget/);
+    const budget = page.getByLabel("GPU memory budget (GiB)");
+    await budget.fill("0.25");
+    await expect.poll(() => fit.textContent()).toMatch(/too small/);
+    await budget.fill("2");
+    await expect.poll(() => fit.textContent()).toMatch(/everything fits/);
+    await budget.fill("");
     const stages: string[] = [];
     const off = served.web.services.subscribe((name, p) => { if (name === "model.progress") stages.push((p as { stage: string }).stage); });
     await row.getByRole("button", { name: "Load" }).click();

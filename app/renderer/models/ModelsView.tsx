@@ -5,6 +5,7 @@ import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { formatBytes } from "../common/format.js";
 import { useApp } from "../stores/store.js";
 import { emptyLoadSettingsForm, toLoadSettings } from "./load-settings.js";
+import { GpuFitNote } from "./GpuFitNote.js";
 import { LoadSettings } from "./LoadSettings.js";
 import { stageLabel } from "./stage-labels.js";
 
@@ -112,6 +113,9 @@ export function ModelsView() {
               <tr className="total"><td>Total</td><td>{formatBytes(summary.memory.totalBytes)}</td></tr>
             </tbody>
           </table>
+          {summary.experts > 0 && form.device !== "cpu" && (
+            <GpuFitNote memory={summary.memory} budgetGiB={parsed.settings?.gpuBudgetGiB ?? null} />
+          )}
         </section>
       )}
     </div>
