@@ -59,14 +59,22 @@ void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting*
   }
 }
 
-void group_slots_by_expert(ExpertRouting* r) {
+int group_slots_by_expert(ExpertRouting* r, const int32_t* cached) {
   const int n_slots = r->n_tokens * r->k;
+  auto kept = [&](int s) { return cached == nullptr || cached[r->ids[s]] < 0; };
   std::fill(r->offset.begin(), r->offset.end(), 0);
-  for (int s = 0; s < n_slots; ++s) ++r->offset[r->ids[s] + 1];
+  int n_kept = 0;
+  for (int s = 0; s < n_slots; ++s)
+    if (kept(s)) {
+      ++r->offset[r->ids[s] + 1];
+      ++n_kept;
+    }
   for (int e = 0; e < r->n_expert; ++e) r->offset[e + 1] += r->offset[e];
   // Stable fill: slots of one expert stay in token order.
   std::copy(r->offset.begin(), r->offset.end() - 1, r->cursor.begin());
-  for (int s = 0; s < n_slots; ++s) r->slots_by_expert[r->cursor[r->ids[s]]++] = s;
+  for (int s = 0; s < n_slots; ++s)
+    if (kept(s)) r->slots_by_expert[r->cursor[r->ids[s]]++] = s;
+  return n_kept;
 }
 
 namespace {

@@ -39,8 +39,10 @@ void route_softmax_topk(const float* logits, int n_tokens, int n_expert, int k, 
 // group_slots_by_expert once.
 void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting* r);
 
-// Groups slots by expert; call after the ids are set.
-void group_slots_by_expert(ExpertRouting* r);
+// Groups slots by expert; call after the ids are set. With `cached`
+// ([n_expert]; hybrid MoE), slots whose expert has cached[e] >= 0 (the GPU
+// computes it) are left out of every group. Returns the slots grouped.
+int group_slots_by_expert(ExpertRouting* r, const int32_t* cached = nullptr);
 
 // y[slot][row] = dot(W_e row, act_rows[slot]) for every slot routed to expert e.
 // act_rows: one prepared activation row per slot (in W's vec_dot_type).

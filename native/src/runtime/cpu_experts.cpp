@@ -64,21 +64,11 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
   const int n_slots = n * k;
   std::copy(ids, ids + n_slots, r.ids.begin());
   std::copy(weights, weights + n_slots, r.weights.begin());
-  std::fill(r.offset.begin(), r.offset.end(), 0);
-  int cpu_slots = 0;
-  for (int s = 0; s < n_slots; ++s)
-    if (slot_of[ids[s]] < 0) {
-      ++r.offset[ids[s] + 1];
-      ++cpu_slots;
-    }
+  const int cpu_slots = group_slots_by_expert(&r, slot_of);
   if (cpu_slots == 0) {
     std::memset(out, 0, static_cast<size_t>(n) * d * sizeof(float));
     return;
   }
-  for (int e = 0; e < hp.n_expert; ++e) r.offset[e + 1] += r.offset[e];
-  std::copy(r.offset.begin(), r.offset.end() - 1, r.cursor.begin());
-  for (int s = 0; s < n_slots; ++s)
-    if (slot_of[ids[s]] < 0) r.slots_by_expert[r.cursor[ids[s]]++] = s;
 
   quantize_activations(*pool_, *kernels_, L.gate_exps.first, xn, d, n, act_x_.data());
   const size_t rb = act_row_bytes(L.gate_exps.first);

@@ -329,33 +329,34 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   return true;
 }
 
-void GpuExecution::online_step() {
+bool GpuExecution::drain_counts() {
   std::string err;
-  if (!dec_->routing_counts(&counts_, true, &err)) return;
+  if (!dec_->routing_counts(&counts_, true, &err)) return false;
   for (int l = 0; l < hp_->n_layer; ++l)
     for (int e = 0; e < hp_->n_expert; ++e) {
       const uint32_t c = counts_[static_cast<size_t>(l) * hp_->n_expert + e];
       choices_ += c;
       if (dec_->slot_of(l, e) >= 0) hits_ += c;
     }
-  if (!opt_.online_policy) return;
+  return true;
+}
+
+void GpuExecution::online_step() {
+  if (!drain_counts() || !opt_.online_policy) return;
+  std::string err;
   const auto swaps = policy_.update(
       counts_, [&](int l, int s) { return dec_->cached_expert(l, s); }, [&](int l) { return dec_->cache_slots(l); });
   for (const auto& s : swaps) {
     if (!dec_->set_cached_expert(s.layer, s.slot, s.expert, &err)) return;
     ++swaps_;
     auto& ex = plan_.experts[s.layer];
-    std::replace(ex.begin(), ex.end(), s.evicted, s.expert);
+    if (s.evicted >= 0) std::replace(ex.begin(), ex.end(), s.evicted, s.expert);
+    else ex.push_back(s.expert);
   }
 }
 
 double GpuExecution::take_hit_rate() {
-  if (hybrid()) {
-    const bool policy = opt_.online_policy;
-    opt_.online_policy = false;  // only drain the counts
-    online_step();
-    opt_.online_policy = policy;
-  }
+  if (hybrid()) drain_counts();
   const double r = choices_ ? static_cast<double>(hits_) / static_cast<double>(choices_) : (hybrid() ? 0.0 : 1.0);
   hits_ = choices_ = 0;
   return r;

@@ -80,6 +80,9 @@ class GpuExecution {
   GpuExecution() = default;
   bool build_decoder(const std::vector<int>& slots, std::string* error);
   bool apply_plan(const PlacementPlan& plan, std::string* error);
+  // Reads (and resets) the decoder's routing counts into counts_, hits_ and choices_.
+  bool drain_counts();
+  // drain_counts, then the online cache policy's swaps.
   void online_step();
 
   const ModelHparams* hp_ = nullptr;

@@ -67,7 +67,8 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     std::string err;
     ModelExecutionState exec;
     MachineInfo machine;
-    bool use_gpu = false;  // stage 1's decision
+    bool use_gpu = false;       // stage 1's decision
+    [[maybe_unused]] bool gpu_required = false;  // cuda:N asked for (by option or $GUILD_GPU): no fallback to the CPU
     int gpu_device = 0;
 
     // 1. Device policy: what this machine has, and the user's choices.
@@ -87,6 +88,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         fail(LoadErrorKind::InvalidArgument, "unknown GPU choice '" + gpu_choice + "' (expected auto, cpu or cuda:N)");
       if (options.gpu_budget_bytes == 0) fail(LoadErrorKind::InvalidArgument, "a GPU budget of 0 bytes");
       st.detail.set("gpu_choice", gpu_choice);
+      gpu_required = gpu_choice.rfind("cuda:", 0) == 0;
 #if GUILD_HAVE_CUDA
       // Every CUDA device and the peer-to-peer pairs, whatever this load uses.
       if (cuda::DeviceTopology topo; cuda::device_topology(&topo, nullptr)) {
@@ -392,7 +394,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         json::Value gd = json::Value::object();
         m->gpu_.reset(GpuExecution::create(m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err).release());
         if (!m->gpu_) {
-          if (options.gpu.empty() || options.gpu == "auto") {
+          if (!gpu_required) {
             prof.add_fallback("dense_weights", "GPU not used: " + err + "; everything runs on the CPU");
             gd.set("error", err);
             use_gpu = false;
