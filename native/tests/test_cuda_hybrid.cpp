@@ -183,7 +183,7 @@ TEST(hybrid_and_experts_on_cpu_match_all_gpu_logits) {
       if (upto == 0) upto = std::min<size_t>(ids.size(), 8);  // no routing file: the first positions
       const auto ref = prompt_logits(*t.all_gpu, ids);
       for (auto [m, what] : {std::pair{t.hybrid.get(), " hybrid"}, {t.experts_cpu.get(), " experts-on-CPU"}}) {
-        gc::CudaDecoder& dec = m->gpu()->decoder();
+        gpu::Decoder& dec = m->gpu()->decoder();
         const int keep = dec.stream_min_tokens();
         // The prompt's uncached experts computed by the CPU server...
         dec.set_stream_min_tokens(0);
@@ -252,7 +252,7 @@ TEST(moving_experts_between_tiers_and_routing_counts) {
   if (!load_trio(fx, "qwen3moe-a-Q8_0", &t)) SKIP_TEST("qwen3moe-a-Q8_0 fixture not found");
   GuildModel& h = *t.hybrid;
   const ModelHparams& hp = h.hparams();
-  gc::CudaDecoder& dec = h.gpu()->decoder();
+  gpu::Decoder& dec = h.gpu()->decoder();
   json::Value greedy_json = load_json(fx + "/expected/qwen3moe-a-Q8_0/greedy.json");
   const std::vector<int32_t> ids = ids_of(greedy_json["prompts"].as_array()[0]["prompt_ids"]);
   const auto ref = prompt_logits(*t.all_gpu, ids);

@@ -15,9 +15,6 @@
 #include "core/json.h"
 #include "runtime/gpu_execution.h"
 #include "runtime/model.h"
-#if GUILD_HAVE_CUDA
-#include "cuda/cuda_decoder.h"
-#endif
 #include "runtime/session.h"
 #include "tool_args.h"
 
@@ -130,9 +127,7 @@ int main(int argc, char** argv) {
     req.ignore_eog = true;
     if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
   }
-#if GUILD_HAVE_CUDA
   if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
-#endif
   std::vector<double> pp, tg, ttft;
   for (int r = 0; r < reps; ++r) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
@@ -165,7 +160,6 @@ int main(int argc, char** argv) {
   out.set("ttft_ms", stats(ttft));
   out.set("peak_rss_bytes", peak_rss_bytes());
   json::Value gpu = json::Value::object();
-#if GUILD_HAVE_CUDA
   if (GpuExecution* g = model->gpu()) {
     const auto& mem = g->decoder().memory();
     gpu.set("mode", g->hybrid() ? (opt.experts_on_cpu ? "experts on the CPU" : "hybrid") : "all on the GPU");
@@ -185,9 +179,6 @@ int main(int argc, char** argv) {
   } else {
     gpu.set("mode", "cpu only");
   }
-#else
-  gpu.set("mode", "cpu only (no CUDA in this build)");
-#endif
   out.set("gpu", std::move(gpu));
   std::printf("%s\n", json::serialize(out, true).c_str());
   return 0;

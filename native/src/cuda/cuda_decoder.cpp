@@ -780,6 +780,22 @@ bool device_memory(int device, size_t* free_bytes, size_t* total_bytes, std::str
 
 // ---- CudaDecoder ----------------------------------------------------------------------------
 
+const gpu::BackendV1* backend_v1() {
+  static const gpu::BackendV1 table = [] {
+    gpu::BackendV1 t;
+    t.available = &cuda_available;
+    t.device_info = &device_info;
+    t.topology = &device_topology;
+    t.device_memory = &device_memory;
+    t.estimate = &CudaDecoder::estimate;
+    t.create = [](const ModelHparams& hp, const ModelWeights& w, const gpu::DecoderOptions& o,
+                  std::string* error) -> gpu::Decoder* { return CudaDecoder::create(hp, w, o, error).release(); };
+    t.expert_cache_bytes = &CudaDecoder::expert_cache_bytes;
+    return t;
+  }();
+  return &table;
+}
+
 CudaDecoder::CudaDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaDecoder::~CudaDecoder() = default;
 

@@ -149,6 +149,21 @@ std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, c
       p->cpu = table;
     }
   }
+  // A GPU package also exports its backend table (gpu/gpu_backend.h).
+  if (auto query_gpu = reinterpret_cast<gpu::BackendQueryFn>(::dlsym(handle, gpu::kBackendSymbol))) {
+    const gpu::BackendV1* b = query_gpu();
+    if (!b || b->struct_size != sizeof(gpu::BackendV1) || b->abi != gpu::kBackendAbi || !b->available || !b->create ||
+        !b->estimate || !b->device_memory || !b->device_info || !b->topology || !b->expert_cache_bytes) {
+      *error = library_path + ": GPU backend table mismatch (GPU ABI " + std::to_string(b ? b->abi : 0) +
+               ", this runtime: " + std::to_string(gpu::kBackendAbi) + "): rebuild the package";
+      return nullptr;
+    }
+    p->gpu = b;
+  }
+  if (!p->cpu && !p->gpu) {
+    *error = library_path + ": provides neither a CPU table nor a GPU backend";
+    return nullptr;
+  }
   p->score = info->score;
   return p;
 }
@@ -183,7 +198,16 @@ PackageLoadResult load_enabled_packages(const PackageStore& store, const std::st
       err = ex.what();
     }
     if (!p) { r.skipped.push_back({e.name, err}); continue; }
-    if (p->score <= 0) { r.skipped.push_back({e.name, "the provider reports score 0: unsupported on this CPU"}); continue; }
+    if (p->score <= 0) {
+      std::string why = "the provider reports score 0: unsupported on this CPU";
+      if (p->gpu) {
+        why.clear();
+        p->gpu->available(&why);
+        why = "no usable " + std::string(p->gpu->device_kind) + " device" + (why.empty() ? "" : " (" + why + ")");
+      }
+      r.skipped.push_back({e.name, why});
+      continue;
+    }
     p->source = e.source;
     r.loaded.push_back(std::move(p));
   }
@@ -196,6 +220,13 @@ PackageLoadResult load_enabled_packages(const PackageStore& store, const std::st
 
 PackageLoadResult load_enabled_packages(const std::string& dir, const std::string& model_name) {
   return load_enabled_packages(PackageStore(dir), model_name);
+}
+
+std::shared_ptr<LoadedProvider> pick_gpu_provider(const PackageLoadResult& r) {
+  // r.loaded is sorted by priority (score, then name).
+  for (const auto& p : r.loaded)
+    if (p->gpu) return p;
+  return nullptr;
 }
 
 std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, const char* forced, std::string* note) {

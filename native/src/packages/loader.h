@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernel_table.h"
+#include "gpu/gpu_backend.h"
 #include "packages/manifest.h"
 #include "packages/provider_abi.h"
 #include "packages/store.h"
@@ -25,6 +26,7 @@ struct LoadedProvider {
   void* handle = nullptr;
   int score = 0;
   const CpuKernelTable* cpu = nullptr;  // null: provides no CPU table
+  const gpu::BackendV1* gpu = nullptr;  // a GPU package's backend (gpu/gpu_backend.h), else null
   std::string lease_file;               // cross-process lease record (see record_process_lease)
   // Set on the provider compose_cpu_kernels makes when other providers fill
   // in ops the chosen one lacks: `cpu` points at `composed`, and the
@@ -74,6 +76,11 @@ void record_process_lease(LoadedProvider& p, const std::string& dir, const std::
 // provider to use instead when it is loaded; *note says why it was not used.
 // nullptr when no loaded package has a CPU table.
 std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, const char* forced, std::string* note);
+
+// The GPU backend: the loaded provider with a backend table and the highest
+// score (a score of 0 means no usable device: such packages are skipped at
+// load). nullptr when none is loaded.
+std::shared_ptr<LoadedProvider> pick_gpu_provider(const PackageLoadResult& r);
 
 // The op classes of a CPU table (docs/PACKAGES.md, "Priority"), as the
 // profile names them.

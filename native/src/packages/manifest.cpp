@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <dlfcn.h>
+
 #include "core/cpu_features.h"
 #include "packages/provider_abi.h"
 
@@ -180,7 +182,13 @@ std::string requirement_problem(const Manifest& m) {
   }
   bool wants_cuda = !m.cuda_compute_capability.empty() || !m.cuda_driver.empty();
   for (const ProvidedOp& p : m.provides) wants_cuda = wants_cuda || p.device == "cuda";
-  if (wants_cuda) return "requires CUDA, which kernel packages do not support in this build (CPU packages only)";
+  if (wants_cuda) {
+    // The driver library, without loading the package (the device itself is
+    // checked by the package's query: score 0 without a usable device).
+    void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) return "requires a CUDA driver (libcuda.so.1 not found)";
+    ::dlclose(driver);
+  }
   return "";
 }
 

@@ -1,13 +1,12 @@
 #include "runtime/gpu_execution.h"
 
-#if GUILD_HAVE_CUDA
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "cuda/cuda_decoder.h"
+#include "gpu/gpu_backend.h"
 #include "runtime/cpu_experts.h"
 #include "runtime/model.h"
 
@@ -39,46 +38,47 @@ uint64_t GpuExecution::cached_experts() const {
 
 bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* error) {
   dec_.reset();  // free the old caches before allocating new ones
-  cuda::CudaDecoderOptions o;
+  gpu::DecoderOptions o;
   o.device = opt_.device;
   o.n_ctx = opt_.n_ctx;
   o.max_tokens = opt_.max_tokens;
   o.use_graphs = opt_.use_graphs;
   o.expert_cache_slots = slots;
-  o.cpu = cuda::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
+  o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
-  dec_ = cuda::CudaDecoder::create(*hp_, *w_, o, error);
+  dec_.reset(backend_->create(*hp_, *w_, o, error));
   return dec_ != nullptr;
 }
 
-std::unique_ptr<GpuExecution> GpuExecution::create(const ModelHparams& hp, const ModelWeights& w,
-                                                   const CpuKernelTable& k, ThreadPool& pool, const GpuLoadOptions& o,
-                                                   json::Value* detail, std::string* error) {
+std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend, const ModelHparams& hp,
+                                                   const ModelWeights& w, const CpuKernelTable& k, ThreadPool& pool,
+                                                   const GpuLoadOptions& o, json::Value* detail, std::string* error) {
   std::unique_ptr<GpuExecution> g(new GpuExecution());
+  g->backend_ = &backend;
   g->hp_ = &hp;
   g->w_ = &w;
   g->kernels_ = &k;
   g->pool_ = &pool;
   g->opt_ = o;
   size_t free_b = 0, total_b = 0;
-  if (!cuda::device_memory(o.device, &free_b, &total_b, error)) return nullptr;
+  if (!g->backend_->device_memory(o.device, &free_b, &total_b, error)) return nullptr;
   const int64_t avail = static_cast<int64_t>(free_b) - kGpuReserveBytes;
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(0, o.budget_bytes >= 0 ? std::min<int64_t>(o.budget_bytes, avail) : avail));
 
-  cuda::CudaDecoderOptions all;
+  gpu::DecoderOptions all;
   all.device = o.device;
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
-  cuda::CudaDecoderMemory m_all, m_dense;
-  if (!cuda::CudaDecoder::estimate(hp, w, all, &m_all, error)) return nullptr;
-  cuda::CudaDecoderOptions dense = all;
+  gpu::DecoderMemory m_all, m_dense;
+  if (!g->backend_->estimate(hp, w, all, &m_all, error)) return nullptr;
+  gpu::DecoderOptions dense = all;
   dense.expert_cache_slots.assign(hp.n_layer, 0);
-  if (!cuda::CudaDecoder::estimate(hp, w, dense, &m_dense, error)) return nullptr;
+  if (!g->backend_->estimate(hp, w, dense, &m_dense, error)) return nullptr;
   if (m_dense.total() > budget) {
     // No room for the prefill staging area: the CPU computes its experts in
     // prefill too.
     dense.stream_prefill = false;
-    if (!cuda::CudaDecoder::estimate(hp, w, dense, &m_dense, error)) return nullptr;
+    if (!g->backend_->estimate(hp, w, dense, &m_dense, error)) return nullptr;
     g->opt_.stream_prefill = false;
   }
   detail->set("prefill_staging_gib", m_dense.staging / kGiB);
@@ -97,7 +97,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const ModelHparams& hp, const
     return nullptr;
   }
   g->expert_bytes_.assign(hp.n_layer, 0);
-  for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = cuda::CudaDecoder::expert_cache_bytes(hp, w, l);
+  for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = g->backend_->expert_cache_bytes(hp, w, l);
   if (all_fit) {
     detail->set("mode", "all on the GPU");
     g->plan_.slots.assign(hp.n_layer, 0);
@@ -109,7 +109,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const ModelHparams& hp, const
       }
     g->plan_.all_cached = true;
     g->plan_.expected_hit_rate = 1.0;
-    g->dec_ = cuda::CudaDecoder::create(hp, w, all, error);
+    g->dec_.reset(g->backend_->create(hp, w, all, error));
     if (!g->dec_) return nullptr;
     return g;
   }
@@ -382,10 +382,4 @@ bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits
 void GpuExecutionDeleter::operator()(GpuExecution* g) const { delete g; }
 
 }  // namespace guild
-#else
-#include "runtime/model.h"
-namespace guild {
-// A CPU-only build never creates a GpuExecution.
-void GpuExecutionDeleter::operator()(GpuExecution*) const {}
-}  // namespace guild
-#endif  // GUILD_HAVE_CUDA
+

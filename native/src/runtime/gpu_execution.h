@@ -1,8 +1,7 @@
-// GpuExecution: a model's GPU side (docs/CUDA.md, "Hybrid MoE"): the
-// CudaDecoder with its placement plan, the CPU expert runner that computes the
+// GpuExecution: a model's GPU side (docs/CUDA.md, "Hybrid MoE"): the GPU
+// package's decoder (gpu/gpu_backend.h) with its placement plan, the CPU expert runner that computes the
 // uncached experts at the same time, calibration (stage 11) and the online
-// expert-cache policy. Only built with GUILD_HAVE_CUDA; the declarations below
-// compile everywhere so GuildModel can hold one.
+// expert-cache policy. Needs no CUDA header: the GPU comes from a package.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,11 +13,11 @@
 #include "core/thread_pool.h"
 #include "models/hparams.h"
 #include "models/weights.h"
+#include "gpu/gpu_backend.h"
 #include "runtime/expert_placement.h"
 
 namespace guild {
 
-namespace cuda { class CudaDecoder; }
 class CpuExpertRunner;
 
 struct GpuLoadOptions {
@@ -42,9 +41,9 @@ class GpuExecution {
   // Stage 9: plans the budget and uploads the dense weights (and, when they
   // fit, all experts). Null + *error when the device cannot hold even the
   // dense part or fails; *detail gets the budget arithmetic either way.
-  static std::unique_ptr<GpuExecution> create(const ModelHparams& hp, const ModelWeights& w, const CpuKernelTable& k,
-                                              ThreadPool& pool, const GpuLoadOptions& o, json::Value* detail,
-                                              std::string* error);
+  static std::unique_ptr<GpuExecution> create(const gpu::BackendV1& backend, const ModelHparams& hp,
+                                              const ModelWeights& w, const CpuKernelTable& k, ThreadPool& pool,
+                                              const GpuLoadOptions& o, json::Value* detail, std::string* error);
   ~GpuExecution();
 
   // Stage 10: page-locks the experts' host memory (the RAM tier) when they
@@ -63,8 +62,8 @@ class GpuExecution {
 
   bool hybrid() const;
   int max_tokens() const;
-  const cuda::CudaDecoder& decoder() const { return *dec_; }
-  cuda::CudaDecoder& decoder() { return *dec_; }
+  const gpu::Decoder& decoder() const { return *dec_; }
+  gpu::Decoder& decoder() { return *dec_; }
   uint64_t cached_experts() const;
   uint64_t cpu_experts_computed() const;
   uint64_t swaps() const { return swaps_; }
@@ -91,7 +90,8 @@ class GpuExecution {
   ThreadPool* pool_ = nullptr;
   GpuLoadOptions opt_;
   std::unique_ptr<CpuExpertRunner> cpu_;
-  std::unique_ptr<cuda::CudaDecoder> dec_;
+  const gpu::BackendV1* backend_ = nullptr;  // from the loaded GPU package (kept open by the model)
+  std::unique_ptr<gpu::Decoder> dec_;
   std::vector<uint64_t> expert_bytes_;  // [n_layer] one cached expert
   uint64_t cache_budget_ = 0;
   PlacementPlan plan_;

@@ -7,9 +7,6 @@
 #include "packages/store.h"
 #include "runtime/calibration_text.h"
 #include "runtime/gpu_execution.h"
-#if GUILD_HAVE_CUDA
-#include "cuda/cuda_decoder.h"
-#endif
 #include "runtime/numa_placement.h"
 
 #include <algorithm>
@@ -67,9 +64,10 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     std::string err;
     ModelExecutionState exec;
     MachineInfo machine;
-    bool use_gpu = false;       // stage 1's decision
-    [[maybe_unused]] bool gpu_required = false;  // cuda:N asked for (by option or $GUILD_GPU): no fallback to the CPU
+    bool use_gpu = false;  // decided in stage 2, once the GPU package (if any) is loaded
+    bool gpu_required = false;  // cuda:N asked for (by option or $GUILD_GPU): no fallback to the CPU
     int gpu_device = 0;
+    std::string gpu_choice;  // stage 1: auto / cpu / cuda:N
 
     // 1. Device policy: what this machine has, and the user's choices.
     {
@@ -79,7 +77,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       prof.machine() = machine.to_json();
       st.detail.set("threads_requested", options.n_threads);
       // GPU: the option, else $GUILD_GPU, else "auto".
-      std::string gpu_choice = options.gpu;
+      gpu_choice = options.gpu;
       if (gpu_choice.empty()) {
         const char* env = std::getenv("GUILD_GPU");
         gpu_choice = env && *env ? env : "auto";
@@ -89,61 +87,15 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       if (options.gpu_budget_bytes == 0) fail(LoadErrorKind::InvalidArgument, "a GPU budget of 0 bytes");
       st.detail.set("gpu_choice", gpu_choice);
       gpu_required = gpu_choice.rfind("cuda:", 0) == 0;
-#if GUILD_HAVE_CUDA
-      // Every CUDA device and the peer-to-peer pairs, whatever this load uses.
-      if (cuda::DeviceTopology topo; cuda::device_topology(&topo, nullptr)) {
-        json::Value devs = json::Value::array();
-        for (size_t i = 0; i < topo.devices.size(); ++i) {
-          const cuda::DeviceInfo& d = topo.devices[i];
-          json::Value v = json::Value::object();
-          v.set("device", static_cast<long long>(i));
-          v.set("name", d.name);
-          v.set("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
-          v.set("total_bytes", static_cast<unsigned long long>(d.total_bytes));
-          v.set("free_bytes", static_cast<unsigned long long>(d.free_bytes));
-          json::Value peers = json::Value::array();
-          for (size_t j = 0; j < topo.devices.size(); ++j)
-            if (topo.peer[i][j]) peers.push_back(static_cast<long long>(j));
-          v.set("peer_access", std::move(peers));
-          devs.push_back(std::move(v));
-        }
-        st.detail.set("cuda_devices", std::move(devs));
+      if (gpu_choice.rfind("cuda:", 0) == 0) {
+        char* end = nullptr;
+        const long d = std::strtol(gpu_choice.c_str() + 5, &end, 10);
+        if (!end || *end || d < 0 || d > 64) fail(LoadErrorKind::InvalidArgument, "bad GPU device '" + gpu_choice + "'");
+        gpu_device = static_cast<int>(d);
       }
-      if (gpu_choice != "cpu") {
-        int device = 0;
-        if (gpu_choice.rfind("cuda:", 0) == 0) {
-          char* end = nullptr;
-          const long d = std::strtol(gpu_choice.c_str() + 5, &end, 10);
-          if (!end || *end || d < 0 || d > 64) fail(LoadErrorKind::InvalidArgument, "bad GPU device '" + gpu_choice + "'");
-          device = static_cast<int>(d);
-        }
-        std::string why;
-        cuda::DeviceInfo info;
-        if (cuda::cuda_available(&why) && cuda::device_info(device, &info, &why) && info.cc_major >= 8) {
-          use_gpu = true;
-          gpu_device = device;
-          json::Value g = json::Value::object();
-          g.set("device", device);
-          g.set("name", info.name);
-          g.set("compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
-          g.set("sm_count", info.sm_count);
-          g.set("total_bytes", static_cast<unsigned long long>(info.total_bytes));
-          g.set("free_bytes", static_cast<unsigned long long>(info.free_bytes));
-          st.detail.set("gpu", std::move(g));
-        } else {
-          if (why.empty()) why = "device " + std::to_string(device) + " has compute capability < 8.0";
-          if (gpu_choice != "auto") fail(LoadErrorKind::Unsupported, gpu_choice + " is not usable: " + why);
-          st.detail.set("gpu", why);
-          prof.add_fallback("device_policy", "no usable GPU (" + why + "); everything runs on the CPU");
-        }
-      } else {
-        st.detail.set("gpu", "not used (gpu = cpu)");
-      }
-#else
-      if (gpu_choice.rfind("cuda:", 0) == 0)
-        fail(LoadErrorKind::Unsupported, gpu_choice + " requested but this build has no CUDA support");
-      st.detail.set("gpu", machine.gpus.empty() ? json::Value(machine.gpu_note) : json::Value(machine.gpus.front()));
-#endif
+      // The devices are known once the GPU package is loaded (stage 2), which
+      // completes this record.
+      st.detail.set("gpu", gpu_choice == "cpu" ? json::Value("not used (gpu = cpu)") : json::Value("see stage 2"));
       // The CPU kernel table is chosen in stage 2, among the enabled packages.
       // Worker CPUs: one per physical core first.
       const int n_threads = options.n_threads > 0 ? options.n_threads : std::max(1, machine.physical_usable);
@@ -225,6 +177,67 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       for (const auto& [type, provider] : op_providers.act_quantizers) act.set(type, provider);
       providers.set("quantize_act_types", std::move(act));
       st.detail.set("providers", std::move(providers));
+
+      // The GPU: the best loaded package with a GPU backend, unless the user chose the CPU.
+      StageRecord* policy = prof.find("device_policy");
+      auto set_policy_gpu = [&](json::Value v) { if (policy) policy->detail.set("gpu", std::move(v)); };
+      std::shared_ptr<packages::LoadedProvider> gp = packages::pick_gpu_provider(pr);
+      if (gp) {
+        const gpu::BackendV1& be = *gp->gpu;
+        st.detail.set("gpu_provider", gp->manifest.name);
+        if (gpu::DeviceTopology topo; be.topology(&topo, nullptr)) {  // every device and its peers
+          json::Value devs = json::Value::array();
+          for (size_t i = 0; i < topo.devices.size(); ++i) {
+            const gpu::DeviceInfo& d = topo.devices[i];
+            json::Value v = json::Value::object();
+            v.set("device", static_cast<long long>(i));
+            v.set("name", d.name);
+            v.set("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
+            v.set("total_bytes", static_cast<unsigned long long>(d.total_bytes));
+            v.set("free_bytes", static_cast<unsigned long long>(d.free_bytes));
+            json::Value peers = json::Value::array();
+            for (size_t j = 0; j < topo.devices.size(); ++j)
+              if (topo.peer[i][j]) peers.push_back(static_cast<long long>(j));
+            v.set("peer_access", std::move(peers));
+            devs.push_back(std::move(v));
+          }
+          if (policy) policy->detail.set("cuda_devices", std::move(devs));
+        }
+      }
+      if (gpu_choice != "cpu") {
+        std::string why;
+        gpu::DeviceInfo info;
+        bool installed = gp != nullptr;
+        if (!gp) {
+          why = "no GPU package is installed";
+          for (const auto& sk : pr.skipped)
+            if (sk.name == "cuda") {
+              why = "the cuda package is not used: " + sk.reason;
+              installed = true;
+            }
+        } else if (gp->gpu->available(&why) && gp->gpu->device_info(gpu_device, &info, &why) && info.cc_major >= 8) {
+          use_gpu = true;
+          m->gpu_provider_ = gp;
+          m->gpu_lease_ = Lease(gp->manifest.name, "model " + m->display_name_);
+          packages::record_process_lease(*gp, pr.dir, "model " + m->display_name_);
+          json::Value g = json::Value::object();
+          g.set("device", gpu_device);
+          g.set("name", info.name);
+          g.set("compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
+          g.set("sm_count", info.sm_count);
+          g.set("total_bytes", static_cast<unsigned long long>(info.total_bytes));
+          g.set("free_bytes", static_cast<unsigned long long>(info.free_bytes));
+          set_policy_gpu(std::move(g));
+        } else if (why.empty()) {
+          why = "device " + std::to_string(gpu_device) + " has compute capability < 8.0";
+        }
+        if (!use_gpu) {
+          if (gpu_choice != "auto") fail(LoadErrorKind::Unsupported, gpu_choice + " is not usable: " + why);
+          set_policy_gpu(json::Value(why));
+          // A GPU package that cannot be used is worth a fallback entry; none installed is the normal CPU setup.
+          if (installed) prof.add_fallback("device_policy", "no usable GPU (" + why + "); everything runs on the CPU");
+        }
+      }
     }
 
     // 3. Container: an explicitly named .gpack must open; otherwise GGUF shards.
@@ -328,11 +341,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         st.detail.set("device", gpu_device);
       } else {
         st.detail.set("gpu_streams", 0);
-#if GUILD_HAVE_CUDA
         st.detail.set("reason", "no GPU in use: no CUDA stream");
-#else
-        st.detail.set("reason", "no GPU in this build: no CUDA stream");
-#endif
       }
       st.detail.set("leased_providers", json::Value::array({json::Value(m->kernels_->name)}));
     }
@@ -381,7 +390,6 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       st.detail.set("moe_layers", static_cast<long long>(std::count_if(
           m->weights_.layers.begin(), m->weights_.layers.end(), [](const LayerWeights& L) { return L.is_moe(); })));
       m->weight_bytes_ = binder.bound_bytes();
-#if GUILD_HAVE_CUDA
       if (use_gpu) {
         // Dense weights, KV cache and workspace to the device, then the first
         // expert cache fill (no routing statistics yet: equal shares per layer).
@@ -392,7 +400,8 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         go.experts_on_cpu = options.experts_on_cpu;
         go.pin_cpu = options.pin_threads && !machine.worker_cpus.empty() ? machine.worker_cpus[0] : -1;
         json::Value gd = json::Value::object();
-        m->gpu_.reset(GpuExecution::create(m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err).release());
+        m->gpu_.reset(GpuExecution::create(*m->gpu_provider_->gpu, m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err)
+                          .release());
         if (!m->gpu_) {
           if (!gpu_required) {
             prof.add_fallback("dense_weights", "GPU not used: " + err + "; everything runs on the CPU");
@@ -423,14 +432,12 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
           st.detail.set("tiers", m->gpu_->hybrid() ? "gpu cache + ram (cpu expert pool)" : "gpu (all experts)");
         }
       }
-#endif
       if (!m->gpu_) st.detail.set("tiers", "ram (cpu expert pool)");
     }
 
     // 11. Calibration and the GPU expert cache.
     {
       StageRecord& st = enter("calibration");
-#if GUILD_HAVE_CUDA
       if (m->gpu_) {
         // Routing statistics need the calibration text as tokens: the
         // tokenizer is built here and kept for stage 14.
@@ -445,7 +452,6 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         prof.placement().set("layers", std::move(layers));
         prof.placement().set("device", "cuda:" + std::to_string(gpu_device));
       }
-#endif
       json::Value layers = json::Value::array();
       if (!m->gpu_) {
       st.detail.set("plan", "all experts on the CPU");
@@ -474,7 +480,6 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       bool pinned = false;
       if (const StageRecord* tiers = prof.find("expert_tiers")) pinned = tiers->detail["ram_tier"]["pinned"].as_bool();
       st.detail.set("pinned", pinned);
-#if GUILD_HAVE_CUDA
       if (m->gpu_ && !m->gpu_->hybrid()) {
         expert_bytes = 0;
         st.detail.set("reason", "every expert is on the GPU: no RAM tier");
@@ -484,7 +489,6 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         st.detail.set("reason", "the CPU pool reads the uncached experts in place from the mapping (page-locked in "
                                 "stage 10 when they fit, so streamed prefill copies them by DMA)");
       }
-#endif
       if (!m->gpu_) st.detail.set("reason", "no GPU: experts are read by the CPU pool straight from the page cache");
       st.bytes = expert_bytes;
     }

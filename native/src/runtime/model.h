@@ -96,6 +96,10 @@ class GuildModel {
   // The kernel package whose table kernels_ points into (null: built-in
   // tables). Declared first so its library is closed last.
   std::shared_ptr<packages::LoadedProvider> kernel_provider_;
+  // The GPU package whose backend gpu_ uses (null: no GPU). Declared before
+  // gpu_ so the library stays open until the decoder is gone.
+  std::shared_ptr<packages::LoadedProvider> gpu_provider_;
+  Lease gpu_lease_;
   std::string path_;
   std::string display_name_;
   LoadOptions options_;

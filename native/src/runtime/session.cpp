@@ -1,9 +1,6 @@
 #include "runtime/session.h"
 
 #include "runtime/gpu_execution.h"
-#if GUILD_HAVE_CUDA
-#include "cuda/cuda_decoder.h"
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -43,13 +40,11 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   s->n_vocab_ = hp.n_vocab;
   const int scratch_tokens = std::max(s->max_batch_, std::min(kMaxWindow, s->n_ctx_));
   GpuExecution* gpu = model.gpu();
-#if GUILD_HAVE_CUDA
   if (gpu && s->n_ctx_ > gpu->decoder().n_ctx()) {
     *error = "context size " + std::to_string(s->n_ctx_) + " exceeds the GPU KV cache of " +
              std::to_string(gpu->decoder().n_ctx()) + " tokens (load the model with a larger context)";
     return nullptr;
   }
-#endif
   try {
     // With a GPU the KV cache and the activations live on the device (one set
     // per model, GpuExecution): the session keeps only its history and logits.
@@ -89,7 +84,6 @@ bool GuildSession::check_tokens(std::span<const int32_t> tokens, size_t base, st
 }
 
 bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
-#if GUILD_HAVE_CUDA
   GpuExecution& g = *model_.gpu();
   // The device KV cache holds one session's history: if it is not ours (or
   // holds less of it), re-run our history first.
@@ -123,9 +117,6 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
     done += n;
   }
   return true;
-#else
-  return device_failed("this build has no GPU support");
-#endif
 }
 
 bool GuildSession::device_failed(const std::string& error) {

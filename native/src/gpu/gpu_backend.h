@@ -1,0 +1,110 @@
+// The GPU backend as the runtime sees it (docs/CUDA.md, docs/PACKAGES.md "GPU
+// packages"): a kernel package library (cuda) exports a BackendV1 table of
+// device queries and a decoder factory; the decoder is used through the
+// Decoder interface. No CUDA header is needed here, so the runtime is built
+// without CUDA and finds the GPU, if any, as a package at run time.
+//
+// ABI: the package and the runtime are built from the same source tree (the
+// types below are C++ and cross the library boundary as they are); any change
+// to them bumps kBackendAbi, and a package with another number is refused.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/hparams.h"
+#include "models/weights.h"
+
+namespace guild::gpu {
+
+inline constexpr uint32_t kBackendAbi = 1;
+inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
+
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  size_t total_bytes = 0;
+  size_t free_bytes = 0;
+};
+
+// Every device and which ordered pairs (i, j) let device i read j's memory directly.
+struct DeviceTopology {
+  std::vector<DeviceInfo> devices;
+  std::vector<std::vector<bool>> peer;  // [i][j], false on the diagonal
+};
+
+// The CPU half of a hybrid MoE layer (see cuda/cuda_decoder.h).
+struct CpuExperts {
+  void* ctx = nullptr;
+  void (*run)(void* ctx, int layer, int n_tokens, const float* xn, const int32_t* ids, const float* weights,
+              const int32_t* slot_of, float* out) = nullptr;
+};
+
+struct DecoderOptions {
+  int device = 0;
+  int n_ctx = 4096;
+  int max_tokens = 512;
+  bool use_graphs = true;
+  std::vector<int> expert_cache_slots;  // hybrid: per-layer GPU expert cache size; empty = all resident
+  CpuExperts cpu;
+  bool stream_prefill = true;
+  int stream_min_tokens = 32;
+};
+
+struct DecoderMemory {
+  size_t weights = 0;
+  size_t expert_cache = 0;
+  size_t staging = 0;
+  size_t kv_cache = 0;
+  size_t scratch = 0;
+  size_t total() const { return weights + expert_cache + staging + kv_cache + scratch; }
+};
+
+// A model's decoder on one device (the CUDA package's CudaDecoder). One call
+// per forward pass: nothing here runs per layer.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual bool forward(const int32_t* tokens, int n, int pos0, float* logits_out, bool all_rows, std::string* error,
+                       int32_t* argmax_out = nullptr) = 0;
+  virtual bool hybrid() const = 0;
+  virtual int cache_slots(int layer) const = 0;
+  virtual int cached_expert(int layer, int slot) const = 0;
+  virtual int slot_of(int layer, int expert) const = 0;
+  virtual bool set_cached_expert(int layer, int slot, int expert, std::string* error) = 0;
+  virtual bool set_layer_experts(int layer, const std::vector<int>& experts, std::string* error) = 0;
+  virtual bool routing_counts(std::vector<uint32_t>* out, bool reset, std::string* error) = 0;
+  virtual void set_stream_min_tokens(int n) = 0;
+  virtual int stream_min_tokens() const = 0;
+  virtual bool pin_host_experts(size_t* bytes, std::string* why) = 0;
+  virtual void set_use_graphs(bool on) = 0;
+  virtual bool use_graphs() const = 0;
+  virtual int graph_replays() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual int max_tokens() const = 0;
+  virtual const DecoderMemory& memory() const = 0;
+};
+
+// What a GPU package exports (kBackendSymbol returns a pointer to it).
+struct BackendV1 {
+  uint32_t struct_size = sizeof(BackendV1);
+  uint32_t abi = kBackendAbi;
+  const char* device_kind = "cuda";
+  // A usable device (compute capability >= 8.0), else false with the reason.
+  bool (*available)(std::string* why) = nullptr;
+  bool (*device_info)(int device, DeviceInfo* out, std::string* why) = nullptr;
+  bool (*topology)(DeviceTopology* out, std::string* why) = nullptr;
+  bool (*device_memory)(int device, size_t* free_bytes, size_t* total_bytes, std::string* why) = nullptr;
+  bool (*estimate)(const ModelHparams& hp, const ModelWeights& w, const DecoderOptions& o, DecoderMemory* out,
+                   std::string* error) = nullptr;
+  // Owned by the caller (delete through the interface's virtual destructor,
+  // before the package library is closed).
+  Decoder* (*create)(const ModelHparams& hp, const ModelWeights& w, const DecoderOptions& o, std::string* error) = nullptr;
+  size_t (*expert_cache_bytes)(const ModelHparams& hp, const ModelWeights& w, int layer) = nullptr;
+};
+
+using BackendQueryFn = const BackendV1* (*)();
+
+}  // namespace guild::gpu
