@@ -56,6 +56,13 @@ struct CpuExperts {
               const int32_t* slot_of, float* out) = nullptr;
 };
 
+// Copies host bytes fast (the runtime spreads it over its thread pool); used
+// to fill the pinned staging ring from the mapped model file.
+struct HostCopy {
+  void* ctx = nullptr;
+  void (*copy)(void* ctx, void* dst, const void* src, size_t bytes) = nullptr;
+};
+
 struct CudaDecoderOptions {
   int device = 0;
   int n_ctx = 4096;       // KV cache positions
@@ -74,6 +81,11 @@ struct CudaDecoderOptions {
   // computing on the CPU. 0: never (the CPU computes its experts).
   bool stream_prefill = true;
   int stream_min_tokens = 32;
+  // Streamed copies go through a pinned ring of this many bytes (4 slots),
+  // filled by host_copy, then DMA on a copy stream; 0 or no host_copy: the
+  // driver's pageable path (bounce buffers, ~3 GB/s measured).
+  size_t staging_ring_bytes = size_t{256} << 20;
+  HostCopy host_copy;
 };
 
 // Device bytes, by owner.
@@ -126,6 +138,9 @@ class CudaDecoder {
   // Steps of at least this many tokens stream the uncached experts (0: never).
   void set_stream_min_tokens(int n);
   int stream_min_tokens() const;
+  // Stages layer `layer`'s whole expert stack once (as streamed prefill does)
+  // and returns the time per uncached expert in µs (-1 when nothing to copy).
+  double measure_stream_us_per_expert(int layer, std::string* error);
   // Page-locks the host memory of the experts (cudaHostRegister, read-only) so
   // streamed copies run at full DMA speed; false + *why when it fails (copies
   // then go through the driver's bounce buffers).
