@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -282,6 +283,16 @@ struct CudaDecoder::Impl {
   // ---- hybrid MoE ----
   uint8_t* cache_mem = nullptr;
   uint8_t* staging_mem = nullptr;     // one layer's whole expert stack (streamed prefill)
+  // Pinned staging ring: kRingSlots slots, each reusable once its DMA (on
+  // copy_stream) has finished (slot_free events, blocking sync).
+  static constexpr int kRingSlots = 4;
+  uint8_t* ring = nullptr;
+  size_t ring_slot_bytes = 0;
+  int ring_next = 0;
+  cudaStream_t copy_stream = nullptr;
+  cudaEvent_t slot_free[kRingSlots] = {};
+  cudaEvent_t ev_main_ready = nullptr;  // main -> copy stream: the staging area is free again
+  cudaEvent_t ev_staged = nullptr;      // copy stream -> main: the layer's uncached experts are on the device
   int stream_min = 0;                 // steps of >= this many tokens stream (0: never)
   std::vector<std::pair<void*, size_t>> pinned_ranges;  // cudaHostRegister'ed expert memory
   cudaEvent_t ev_done = nullptr;      // end of a forward (blocking sync: the waiting thread sleeps)
@@ -358,6 +369,12 @@ struct CudaDecoder::Impl {
     if (weight_mem) cudaFree(weight_mem);
     if (cache_mem) cudaFree(cache_mem);
     if (staging_mem) cudaFree(staging_mem);
+    if (ring) cudaFreeHost(ring);
+    if (copy_stream) cudaStreamDestroy(copy_stream);
+    for (cudaEvent_t ev : slot_free)
+      if (ev) cudaEventDestroy(ev);
+    if (ev_main_ready) cudaEventDestroy(ev_main_ready);
+    if (ev_staged) cudaEventDestroy(ev_staged);
     for (const auto& r : pinned_ranges) cudaHostUnregister(r.first);
     if (kv_mem) cudaFree(kv_mem);
     if (scratch_mem) cudaFree(scratch_mem);
@@ -566,6 +583,12 @@ struct CudaDecoder::Impl {
   // consecutive uncached experts in one copy each.
   bool stage_layer(const Layer& ly) {
     cudaError_t e = cudaSuccess;
+    const bool use_ring = ring != nullptr;
+    // The copy stream may overwrite the staging area only once the main
+    // stream is done with the previous layer's experts.
+    if (use_ring && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
+                     (e = cudaStreamWaitEvent(copy_stream, ev_main_ready, 0)) != cudaSuccess))
+      return fail("expert staging (order)", e);
     for (auto [dst, cache, host] : {std::tuple{&ly.staged.gate, &ly.gate_exps, &ly.host_gate},
                                     {&ly.staged.up, &ly.up_exps, &ly.host_up},
                                     {&ly.staged.down, &ly.down_exps, &ly.host_down}}) {
@@ -582,13 +605,42 @@ struct CudaDecoder::Impl {
         }
         int e1 = e0 + 1;
         while (e1 < hp.n_expert && ly.slot_of[e1] < 0) ++e1;
-        e = cudaMemcpy2DAsync(base + static_cast<size_t>(e0) * dst->expert_stride, dst->row_stride,
-                              host->first.data + static_cast<size_t>(e0) * host->expert_bytes, rb, rb,
-                              rows * static_cast<size_t>(e1 - e0), cudaMemcpyHostToDevice, stream);
+        uint8_t* d = base + static_cast<size_t>(e0) * dst->expert_stride;
+        const uint8_t* h = host->first.data + static_cast<size_t>(e0) * host->expert_bytes;
+        const size_t total_rows = rows * static_cast<size_t>(e1 - e0);
+        if (!use_ring) {
+          e = cudaMemcpy2DAsync(d, dst->row_stride, h, rb, rb, total_rows, cudaMemcpyHostToDevice, stream);
+        } else {
+          e = ring_copy(d, dst->row_stride, h, rb, total_rows);
+        }
         e0 = e1;
       }
     }
+    if (e == cudaSuccess && use_ring &&
+        ((e = cudaEventRecord(ev_staged, copy_stream)) != cudaSuccess || (e = cudaStreamWaitEvent(stream, ev_staged, 0)) != cudaSuccess))
+      return fail("expert staging (join)", e);
     return e == cudaSuccess || fail("expert staging copy", e);
+  }
+
+  // rows x rb bytes from host h (rows rb apart) to device d (rows pitch
+  // apart), through the pinned ring: whole rows per slot; the host copy of a
+  // slot waits until that slot's previous DMA is done, so filling slot i+1
+  // overlaps the DMA of slot i.
+  cudaError_t ring_copy(uint8_t* d, size_t pitch, const uint8_t* h, size_t rb, size_t rows) {
+    const size_t rows_per_slot = std::max<size_t>(1, ring_slot_bytes / rb);
+    cudaError_t e = cudaSuccess;
+    for (size_t r0 = 0; r0 < rows && e == cudaSuccess; r0 += rows_per_slot) {
+      const size_t n = std::min(rows_per_slot, rows - r0);
+      const int s = ring_next;
+      ring_next = (ring_next + 1) % kRingSlots;
+      if ((e = cudaEventSynchronize(slot_free[s])) != cudaSuccess) break;
+      uint8_t* slot = ring + static_cast<size_t>(s) * ring_slot_bytes;
+      opt.host_copy.copy(opt.host_copy.ctx, slot, h + r0 * rb, n * rb);
+      if ((e = cudaMemcpy2DAsync(d + r0 * pitch, pitch, slot, rb, rb, n, cudaMemcpyHostToDevice, copy_stream)) != cudaSuccess)
+        break;
+      e = cudaEventRecord(slot_free[s], copy_stream);
+    }
+    return e;
   }
 
   bool combine(const float* weights, const int32_t* mask, int n) {
@@ -869,6 +921,20 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     if (L.staging_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&I.staging_mem), L.staging_bytes)) != cudaSuccess)
       return bail("cudaMalloc (expert staging)", e);
     I.stream_min = options.stream_prefill ? std::max(0, options.stream_min_tokens) : 0;
+    if (I.staging_mem && options.host_copy.copy && options.staging_ring_bytes >= Impl::kRingSlots * (size_t{1} << 20)) {
+      // Slots of whole 4 KiB pages; every slot starts "free" (its event recorded once).
+      I.ring_slot_bytes = options.staging_ring_bytes / Impl::kRingSlots / 4096 * 4096;
+      if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.ring), I.ring_slot_bytes * Impl::kRingSlots)) != cudaSuccess)
+        return bail("cudaMallocHost (staging ring)", e);
+      if ((e = cudaStreamCreateWithFlags(&I.copy_stream, cudaStreamNonBlocking)) != cudaSuccess) return bail("cudaStreamCreate", e);
+      for (cudaEvent_t& ev : I.slot_free) {
+        if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess ||
+            (e = cudaEventRecord(ev, I.copy_stream)) != cudaSuccess)
+          return bail("cudaEventCreate (ring)", e);
+      }
+      for (cudaEvent_t* ev : {&I.ev_main_ready, &I.ev_staged})
+        if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate", e);
+    }
     // The thread waiting for a hybrid step sleeps instead of spinning: the CPU
     // expert pool needs those cores.
     if ((e = cudaEventCreateWithFlags(&I.ev_done, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess)
@@ -1125,6 +1191,30 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
 }
 
 bool CudaDecoder::hybrid() const { return impl_->L.hybrid; }
+double CudaDecoder::measure_stream_us_per_expert(int layer, std::string* error) {
+  Impl& I = *impl_;
+  if (!I.staging_mem || layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe) return -1;
+  const Impl::Layer& ly = I.layers[layer];
+  int uncached = 0;
+  for (int e = 0; e < I.hp.n_expert; ++e) uncached += ly.slot_of[e] < 0;
+  if (uncached == 0) return -1;
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (e == cudaSuccess && !I.stage_layer(ly)) {
+    *error = I.err;
+    return -1;
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+  if (e != cudaSuccess) {
+    *error = "CUDA decoder: " + cuda_msg("staging", e);
+    cudaGetLastError();
+    return -1;
+  }
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  return us / uncached;
+}
+
 void CudaDecoder::set_stream_min_tokens(int n) { impl_->stream_min = impl_->staging_mem ? std::max(0, n) : 0; }
 int CudaDecoder::stream_min_tokens() const { return impl_->stream_min; }
 

@@ -26,6 +26,7 @@ namespace guild::cuda {
 using DeviceInfo = gpu::DeviceInfo;
 using DeviceTopology = gpu::DeviceTopology;
 using CpuExperts = gpu::CpuExperts;
+using HostCopy = gpu::HostCopy;
 using CudaDecoderOptions = gpu::DecoderOptions;
 using CudaDecoderMemory = gpu::DecoderMemory;
 
@@ -83,6 +84,7 @@ class CudaDecoder final : public gpu::Decoder {
   // Steps of at least this many tokens stream the uncached experts (0: never).
   void set_stream_min_tokens(int n) override;
   int stream_min_tokens() const override;
+  double measure_stream_us_per_expert(int layer, std::string* error) override;
   // Page-locks the host memory of the experts (cudaHostRegister, read-only) so
   // streamed copies run at full DMA speed; false + *why when it fails.
   bool pin_host_experts(size_t* bytes, std::string* why) override;

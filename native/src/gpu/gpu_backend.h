@@ -18,7 +18,7 @@
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 1;
+inline constexpr uint32_t kBackendAbi = 2;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {
@@ -42,6 +42,13 @@ struct CpuExperts {
               const int32_t* slot_of, float* out) = nullptr;
 };
 
+// Copies host bytes fast (the runtime spreads it over its thread pool); fills
+// the pinned staging ring of streamed prefill from the mapped model file.
+struct HostCopy {
+  void* ctx = nullptr;
+  void (*copy)(void* ctx, void* dst, const void* src, size_t bytes) = nullptr;
+};
+
 struct DecoderOptions {
   int device = 0;
   int n_ctx = 4096;
@@ -51,6 +58,11 @@ struct DecoderOptions {
   CpuExperts cpu;
   bool stream_prefill = true;
   int stream_min_tokens = 32;
+  // Streamed copies go through a pinned ring of this many bytes (4 slots),
+  // filled by host_copy, then DMA on a copy stream; 0 or no host_copy: the
+  // driver's pageable path (bounce buffers, ~3 GB/s measured).
+  size_t staging_ring_bytes = size_t{256} << 20;
+  HostCopy host_copy;
 };
 
 struct DecoderMemory {
@@ -78,6 +90,9 @@ class Decoder {
   virtual bool routing_counts(std::vector<uint32_t>* out, bool reset, std::string* error) = 0;
   virtual void set_stream_min_tokens(int n) = 0;
   virtual int stream_min_tokens() const = 0;
+  // Stages layer `layer`'s uncached experts once (as streamed prefill does);
+  // the time per uncached expert in µs (-1 when nothing to copy).
+  virtual double measure_stream_us_per_expert(int layer, std::string* error) = 0;
   virtual bool pin_host_experts(size_t* bytes, std::string* why) = 0;
   virtual void set_use_graphs(bool on) = 0;
   virtual bool use_graphs() const = 0;

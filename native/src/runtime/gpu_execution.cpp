@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "gpu/gpu_backend.h"
 #include "runtime/cpu_experts.h"
@@ -27,6 +28,18 @@ GpuExecution::~GpuExecution() {
   dec_.reset();  // the decoder's host nodes call into cpu_: destroy it first
 }
 
+// Host memcpy spread over the pool (fills the pinned staging ring from the
+// mapping: one thread copies at a fraction of what the memory system gives).
+void GpuExecution::pool_copy(void* ctx, void* dst, const void* src, size_t bytes) {
+  ThreadPool& pool = *static_cast<ThreadPool*>(ctx);
+  constexpr size_t kPiece = size_t{1} << 20;
+  const int64_t pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+  pool.parallel_for(pieces, [&](int64_t i, int) {
+    const size_t off = static_cast<size_t>(i) * kPiece;
+    std::memcpy(static_cast<uint8_t*>(dst) + off, static_cast<const uint8_t*>(src) + off, std::min(kPiece, bytes - off));
+  });
+}
+
 bool GpuExecution::hybrid() const { return dec_ && dec_->hybrid(); }
 int GpuExecution::max_tokens() const { return dec_ ? dec_->max_tokens() : 0; }
 uint64_t GpuExecution::cpu_experts_computed() const { return cpu_ ? cpu_->experts_computed() : 0; }
@@ -46,6 +59,11 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.expert_cache_slots = slots;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
+  o.host_copy = gpu::HostCopy{pool_, &GpuExecution::pool_copy};
+  // GUILD_STAGING_RING_MIB=0 turns the pinned ring off (the driver's pageable
+  // copies): for measuring one path against the other.
+  if (const char* ring = std::getenv("GUILD_STAGING_RING_MIB"); ring && *ring)
+    o.staging_ring_bytes = static_cast<size_t>(std::strtoull(ring, nullptr, 10)) << 20;
   dec_.reset(backend_->create(*hp_, *w_, o, error));
   return dec_ != nullptr;
 }
@@ -313,7 +331,12 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     sc.cpu_us_1 = moe_layers ? cpu_total_us / moe_layers : 0;
     sc.cpu_us_batch = batch_us;
     sc.t_ref = t_ref;
-    sc.copy_us = copy_us;
+    // The streamed path's own cost per uncached expert (the ring when there is one).
+    double stream_us = -1;
+    for (int l = 0; l < hp.n_layer && stream_us < 0; ++l)
+      if (expert_bytes_[l] && (stream_us = dec_->measure_stream_us_per_expert(l, error)) < 0 && !error->empty()) return false;
+    if (stream_us > 0) detail->set("stream_us_per_expert", stream_us);
+    sc.copy_us = stream_us > 0 ? stream_us : copy_us;
     // Without a measured copy cost (nothing is cached) the threshold is 0: the CPU computes its experts.
     dec_->set_stream_min_tokens(prefill_stream_threshold(sc, opt_.max_tokens));
   }

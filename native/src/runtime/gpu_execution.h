@@ -78,6 +78,7 @@ class GpuExecution {
  private:
   GpuExecution() = default;
   bool build_decoder(const std::vector<int>& slots, std::string* error);
+  static void pool_copy(void* ctx, void* dst, const void* src, size_t bytes);
   bool apply_plan(const PlacementPlan& plan, std::string* error);
   // Reads (and resets) the decoder's routing counts into counts_, hits_ and choices_.
   bool drain_counts();
