@@ -11,7 +11,8 @@
 # configurations — all on the GPU; GPU budget 16 GiB; 8 GiB; every expert on
 # the CPU; CPU only — and writes one JSON per configuration plus
 # OUT_DIR/hybrid-bench.txt (a table), printed last. GUILD_BENCH_CONFIGS picks
-# configurations (space separated), GUILD_BENCH_TIMEOUT limits each (seconds).
+# configurations (space separated; budget-8g-pageable is budget-8g without
+# the pinned staging ring), GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
 OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,6 +42,7 @@ for c in $CONFIGS; do
     all-gpu) run all-gpu 3 --gpu cuda:0 ;;
     budget-16g) run budget-16g 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
     budget-8g) run budget-8g 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-pageable) GUILD_STAGING_RING_MIB=0 run budget-8g-pageable 1 --gpu cuda:0 --gpu-budget-gib 8 ;;
     experts-cpu) run experts-cpu 1 --gpu cuda:0 --experts-cpu ;;
     cpu-only) run cpu-only 1 --gpu cpu ;;
     *) echo "unknown configuration $c" ;;
@@ -49,18 +51,18 @@ done
 python3 - "$OUT" > "$OUT/hybrid-bench.txt" <<'PY'
 import json, sys, os
 out = sys.argv[1]
-print(f"{'config':<12} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8}")
-for name in ["all-gpu", "budget-16g", "budget-8g", "experts-cpu", "cpu-only"]:
+print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8}")
+for name in ["all-gpu", "budget-16g", "budget-8g", "budget-8g-pageable", "experts-cpu", "cpu-only"]:
     p = os.path.join(out, f"bench-{name}.json")
     try:
         d = json.load(open(p))
     except Exception as e:
-        print(f"{name:<12} (no result: {e.__class__.__name__})"); continue
+        print(f"{name:<19} (no result: {e.__class__.__name__})"); continue
     g = d.get("gpu", {})
     med = lambda k: d.get(k, {}).get("median", float("nan"))
     vram = g.get("vram_bytes", 0) / 2**30
     ex = f"{g.get('gpu_experts', 0)}/{g.get('cpu_experts', '-')}"
     hit = g.get("cache_hit_rate", float("nan"))
-    print(f"{name:<12} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f}")
+    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f}")
 PY
 cat "$OUT/hybrid-bench.txt"
