@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -362,4 +363,48 @@ TEST(profile_records_calibration_and_budget_errors) {
   bool noted = false;
   for (const auto& f : fallback->profile().fallbacks()) noted |= f.reason.find("GPU not used") != std::string::npos;
   CHECK(noted);
+}
+
+// The RAM tier: by default (RAM permitting) stage 10 copies the experts into
+// page-locked memory and streamed prefill DMAs from there; with
+// GUILD_PIN_EXPERTS=0 they stay on the mapping and go through the pinned
+// staging ring. Both give the all-GPU logits bit for bit, and the CPU expert
+// pool reads the pinned copy like the mapping.
+TEST(ram_tier_pinned_copy_and_staging_ring_stream_the_same_bytes) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  const std::string name = "qwen3moe-a-Q8_0";
+  const std::string path = fx + "/models/" + name + ".gguf";
+  if (!fs::exists(path)) SKIP_TEST("qwen3moe-a-Q8_0 fixture not found");
+  std::string err;
+  auto all_gpu = load(path, -1, false, &err);
+  REQUIRE(all_gpu && all_gpu->gpu());
+  const int64_t budget = static_cast<int64_t>(all_gpu->gpu()->decoder().memory().total()) - 1;
+  json::Value greedy_json = load_json(fx + "/expected/" + name + "/greedy.json");
+  const std::vector<int32_t> ids = ids_of(greedy_json["prompts"].as_array()[0]["prompt_ids"]);
+  const auto ref = prompt_logits(*all_gpu, ids);
+  for (const char* pin : {"1", "0"}) {
+    ::setenv("GUILD_PIN_EXPERTS", pin, 1);
+    auto m = load(path, budget, false, &err);
+    ::unsetenv("GUILD_PIN_EXPERTS");
+    REQUIRE(m && m->gpu() && m->gpu()->hybrid());
+    const json::Value p = m->profile().to_json();
+    bool pinned = false;
+    for (const auto& st : p["stages"].as_array())
+      if (st["name"].as_string() == "expert_tiers") pinned = st["detail"]["ram_tier"]["pinned"].as_bool();
+    std::printf("  GUILD_PIN_EXPERTS=%s: RAM tier %s\n", pin, pinned ? "pinned copy" : "mapping + staging ring");
+    CHECK(pinned == (pin[0] == '1'));
+    gpu::Decoder& dec = m->gpu()->decoder();
+    dec.set_stream_min_tokens(1);
+    const uint64_t streamed0 = dec.streamed_layers();
+    const auto streamed = prompt_logits(*m, ids);
+    CHECK(dec.streamed_layers() > streamed0);
+    CHECK_MSG(std::memcmp(streamed.data(), ref.data(), ref.size() * sizeof(float)) == 0,
+              "GUILD_PIN_EXPERTS=%s: streamed prefill differs from all-GPU", pin);
+    dec.set_stream_min_tokens(0);
+    const double busy0 = m->gpu()->cpu_expert_busy_ms();
+    compare((name + " hybrid, CPU experts, GUILD_PIN_EXPERTS=" + pin).c_str(), ref, prompt_logits(*m, ids),
+            all_gpu->hparams().n_vocab, std::min<size_t>(ids.size(), 8), false);
+    CHECK(m->gpu()->cpu_expert_busy_ms() > busy0);
+  }
 }

@@ -143,6 +143,22 @@ int main(int argc, char** argv) {
     if (res.tokens.size() > 1) tg.push_back((res.tokens.size() - 1) / (res.decode_ms / 1000.0));
     ttft.push_back(res.ttft_ms);
   }
+  // One more prompt pass with the GPU's counters read around it: how much of
+  // the prefill the CPU expert pool was busy, and how many layers streamed.
+  json::Value probe = json::Value::object();
+  if (GpuExecution* g = model->gpu()) {
+    auto session = GuildSession::create(*model, opt.n_ctx, &err);
+    if (!session) tools::die(err);
+    const double busy0 = g->cpu_expert_busy_ms();
+    const uint64_t streamed0 = g->decoder().streamed_layers();
+    std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!session->eval(prompt, false, logits.data(), &err)) tools::die(err);
+    probe.set("prefill_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    probe.set("cpu_expert_busy_ms", g->cpu_expert_busy_ms() - busy0);
+    probe.set("streamed_layers", static_cast<unsigned long long>(g->decoder().streamed_layers() - streamed0));
+    probe.set("stream_min_tokens", g->decoder().stream_min_tokens());
+  }
   json::Value out = json::Value::object();
   out.set("engine", "guild");
   out.set("model", args.get("model"));
@@ -176,6 +192,7 @@ int main(int argc, char** argv) {
     gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
     gpu.set("graph_replays", g->decoder().graph_replays());
     if (opt.gpu_budget_bytes > 0) gpu.set("budget_gib", opt.gpu_budget_bytes / (1024.0 * 1024.0 * 1024.0));
+    gpu.set("prefill_probe", std::move(probe));
   } else {
     gpu.set("mode", "cpu only");
   }

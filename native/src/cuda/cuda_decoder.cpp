@@ -256,6 +256,7 @@ struct CudaDecoder::Impl {
     int cache_slots = 0;
     bool cpu_part = false;  // some experts of this layer are computed by the CPU
     ExpertMatrices host_gate, host_up, host_down;
+    bool host_pinned = false;  // host_* are page-locked: streamed copies DMA from them directly
     Experts staged;  // the staging area viewed as this layer's full stacks
     int32_t* d_slot_of = nullptr;
     std::vector<int32_t> slot_of;  // [n_expert]
@@ -294,7 +295,7 @@ struct CudaDecoder::Impl {
   cudaEvent_t ev_main_ready = nullptr;  // main -> copy stream: the staging area is free again
   cudaEvent_t ev_staged = nullptr;      // copy stream -> main: the layer's uncached experts are on the device
   int stream_min = 0;                 // steps of >= this many tokens stream (0: never)
-  std::vector<std::pair<void*, size_t>> pinned_ranges;  // cudaHostRegister'ed expert memory
+  uint64_t streamed = 0;              // MoE layer passes that streamed
   cudaEvent_t ev_done = nullptr;      // end of a forward (blocking sync: the waiting thread sleeps)
   int32_t* d_cache_ids = nullptr;     // [T*K] slot of each routed choice in its layer's cache, -1 CPU
   uint32_t* d_counts = nullptr;       // [n_layer][n_expert] routing counts
@@ -375,7 +376,6 @@ struct CudaDecoder::Impl {
       if (ev) cudaEventDestroy(ev);
     if (ev_main_ready) cudaEventDestroy(ev_main_ready);
     if (ev_staged) cudaEventDestroy(ev_staged);
-    for (const auto& r : pinned_ranges) cudaHostUnregister(r.first);
     if (kv_mem) cudaFree(kv_mem);
     if (scratch_mem) cudaFree(scratch_mem);
     if (h_pinned) cudaFreeHost(h_pinned);
@@ -551,6 +551,7 @@ struct CudaDecoder::Impl {
     if (ly.cpu_part && stream_min > 0 && n >= stream_min && staging_mem) {
       // A big batch: bring the uncached experts to the GPU instead.
       if (!stage_layer(ly)) return false;
+      ++streamed;
       e = moe_group(groups, n, kk, hp.n_expert, stream);
       if (e != cudaSuccess) return fail("moe_group", e);
       return gpu_experts(ly.staged, groups, hp.n_expert, xs, n) && combine(groups.weights, nullptr, n);
@@ -583,10 +584,14 @@ struct CudaDecoder::Impl {
   // consecutive uncached experts in one copy each.
   bool stage_layer(const Layer& ly) {
     cudaError_t e = cudaSuccess;
-    const bool use_ring = ring != nullptr;
+    // Pinned host copies: DMA straight from them; otherwise through the pinned
+    // ring when there is one; else the driver's pageable path.
+    const bool use_ring = ring != nullptr && !ly.host_pinned;
+    const bool side = copy_stream != nullptr;  // copies on the copy stream, joined below
+    cudaStream_t cs = side ? copy_stream : stream;
     // The copy stream may overwrite the staging area only once the main
     // stream is done with the previous layer's experts.
-    if (use_ring && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
+    if (side && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
                      (e = cudaStreamWaitEvent(copy_stream, ev_main_ready, 0)) != cudaSuccess))
       return fail("expert staging (order)", e);
     for (auto [dst, cache, host] : {std::tuple{&ly.staged.gate, &ly.gate_exps, &ly.host_gate},
@@ -599,7 +604,7 @@ struct CudaDecoder::Impl {
         if (slot >= 0) {
           e = cudaMemcpyAsync(base + static_cast<size_t>(e0) * dst->expert_stride,
                               static_cast<const uint8_t*>(cache->data) + static_cast<size_t>(slot) * cache->expert_stride,
-                              dst->expert_stride, cudaMemcpyDeviceToDevice, stream);
+                              dst->expert_stride, cudaMemcpyDeviceToDevice, cs);
           ++e0;
           continue;
         }
@@ -609,14 +614,14 @@ struct CudaDecoder::Impl {
         const uint8_t* h = host->first.data + static_cast<size_t>(e0) * host->expert_bytes;
         const size_t total_rows = rows * static_cast<size_t>(e1 - e0);
         if (!use_ring) {
-          e = cudaMemcpy2DAsync(d, dst->row_stride, h, rb, rb, total_rows, cudaMemcpyHostToDevice, stream);
+          e = cudaMemcpy2DAsync(d, dst->row_stride, h, rb, rb, total_rows, cudaMemcpyHostToDevice, cs);
         } else {
           e = ring_copy(d, dst->row_stride, h, rb, total_rows);
         }
         e0 = e1;
       }
     }
-    if (e == cudaSuccess && use_ring &&
+    if (e == cudaSuccess && side &&
         ((e = cudaEventRecord(ev_staged, copy_stream)) != cudaSuccess || (e = cudaStreamWaitEvent(stream, ev_staged, 0)) != cudaSuccess))
       return fail("expert staging (join)", e);
     return e == cudaSuccess || fail("expert staging copy", e);
@@ -843,6 +848,17 @@ const gpu::BackendV1* backend_v1() {
     t.create = [](const ModelHparams& hp, const ModelWeights& w, const gpu::DecoderOptions& o,
                   std::string* error) -> gpu::Decoder* { return CudaDecoder::create(hp, w, o, error).release(); };
     t.expert_cache_bytes = &CudaDecoder::expert_cache_bytes;
+    t.host_alloc = [](size_t bytes, std::string* why) -> void* {
+      void* p = nullptr;
+      const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+      if (e == cudaSuccess) return p;
+      if (why) *why = cuda_msg("cudaHostAlloc", e);
+      cudaGetLastError();
+      return nullptr;
+    };
+    t.host_free = [](void* p) {
+      if (p) cudaFreeHost(p);
+    };
     return t;
   }();
   return &table;
@@ -1218,41 +1234,29 @@ double CudaDecoder::measure_stream_us_per_expert(int layer, std::string* error) 
 void CudaDecoder::set_stream_min_tokens(int n) { impl_->stream_min = impl_->staging_mem ? std::max(0, n) : 0; }
 int CudaDecoder::stream_min_tokens() const { return impl_->stream_min; }
 
-bool CudaDecoder::pin_host_experts(size_t* bytes, std::string* why) {
+bool CudaDecoder::set_host_experts(int layer, const ExpertMatrices& gate, const ExpertMatrices& up,
+                                   const ExpertMatrices& down, bool pinned, std::string* error) {
   Impl& I = *impl_;
-  *bytes = 0;
-  if (!I.L.hybrid) return true;
-  // Page-aligned ranges of every MoE layer's expert tensors, merged.
-  const uintptr_t page = 4096;
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-  for (const Impl::Layer& ly : I.layers) {
-    if (!ly.moe) continue;
-    for (const ExpertMatrices* m : {&ly.host_gate, &ly.host_up, &ly.host_down}) {
-      const uintptr_t a = reinterpret_cast<uintptr_t>(m->first.data);
-      const uintptr_t b = a + m->expert_bytes * static_cast<size_t>(m->n_expert);
-      ranges.emplace_back(a / page * page, (b + page - 1) / page * page);
-    }
+  if (layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe || !I.L.hybrid) {
+    *error = "CUDA decoder: set_host_experts: layer " + std::to_string(layer) + " has no host experts";
+    return false;
   }
-  std::sort(ranges.begin(), ranges.end());
-  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
-  for (const auto& r : ranges) {
-    if (!merged.empty() && r.first <= merged.back().second) merged.back().second = std::max(merged.back().second, r.second);
-    else merged.push_back(r);
-  }
-  for (const auto& r : merged) {
-    void* p = reinterpret_cast<void*>(r.first);
-    const size_t n = r.second - r.first;
-    const cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
-    if (e != cudaSuccess) {
-      *why = cuda_msg("cudaHostRegister", e);
-      cudaGetLastError();
+  Impl::Layer& ly = I.layers[layer];
+  // Same shapes and types: only where the bytes live may change.
+  for (auto [a, b] : {std::pair{&ly.host_gate, &gate}, {&ly.host_up, &up}, {&ly.host_down, &down}}) {
+    if (a->n_expert != b->n_expert || a->expert_bytes != b->expert_bytes || a->first.n_in != b->first.n_in ||
+        a->first.n_out != b->first.n_out || a->first.row_bytes != b->first.row_bytes || a->first.type != b->first.type) {
+      *error = "CUDA decoder: set_host_experts: layer " + std::to_string(layer) + ": the new stacks differ in shape";
       return false;
     }
-    I.pinned_ranges.emplace_back(p, n);
-    *bytes += n;
   }
+  ly.host_gate = gate;
+  ly.host_up = up;
+  ly.host_down = down;
+  ly.host_pinned = pinned;
   return true;
 }
+uint64_t CudaDecoder::streamed_layers() const { return impl_->streamed; }
 int CudaDecoder::cache_slots(int layer) const {
   const Impl& I = *impl_;
   return layer >= 0 && layer < static_cast<int>(I.layers.size()) ? I.layers[layer].cache_slots : 0;

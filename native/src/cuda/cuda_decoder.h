@@ -85,9 +85,9 @@ class CudaDecoder final : public gpu::Decoder {
   void set_stream_min_tokens(int n) override;
   int stream_min_tokens() const override;
   double measure_stream_us_per_expert(int layer, std::string* error) override;
-  // Page-locks the host memory of the experts (cudaHostRegister, read-only) so
-  // streamed copies run at full DMA speed; false + *why when it fails.
-  bool pin_host_experts(size_t* bytes, std::string* why) override;
+  bool set_host_experts(int layer, const ExpertMatrices& gate, const ExpertMatrices& up, const ExpertMatrices& down,
+                        bool pinned, std::string* error) override;
+  uint64_t streamed_layers() const override;
 
   void set_use_graphs(bool on) override;
   bool use_graphs() const override;

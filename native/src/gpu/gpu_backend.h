@@ -93,7 +93,13 @@ class Decoder {
   // Stages layer `layer`'s uncached experts once (as streamed prefill does);
   // the time per uncached expert in µs (-1 when nothing to copy).
   virtual double measure_stream_us_per_expert(int layer, std::string* error) = 0;
-  virtual bool pin_host_experts(size_t* bytes, std::string* why) = 0;
+  // The host copies of a MoE layer's expert stacks moved (e.g. into pinned
+  // memory from host_alloc: pinned = true lets streamed copies DMA straight
+  // from them). Between forward calls only.
+  virtual bool set_host_experts(int layer, const ExpertMatrices& gate, const ExpertMatrices& up,
+                                const ExpertMatrices& down, bool pinned, std::string* error) = 0;
+  // MoE layer passes that streamed their uncached experts to the GPU (prefill).
+  virtual uint64_t streamed_layers() const = 0;
   virtual void set_use_graphs(bool on) = 0;
   virtual bool use_graphs() const = 0;
   virtual int graph_replays() const = 0;
@@ -118,6 +124,10 @@ struct BackendV1 {
   // before the package library is closed).
   Decoder* (*create)(const ModelHparams& hp, const ModelWeights& w, const DecoderOptions& o, std::string* error) = nullptr;
   size_t (*expert_cache_bytes)(const ModelHparams& hp, const ModelWeights& w, int layer) = nullptr;
+  // Page-locked host memory every device can DMA from (the RAM tier of the
+  // experts); null + *why when it cannot be had. Freed with host_free.
+  void* (*host_alloc)(size_t bytes, std::string* why) = nullptr;
+  void (*host_free)(void* p) = nullptr;
 };
 
 using BackendQueryFn = const BackendV1* (*)();

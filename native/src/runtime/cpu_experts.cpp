@@ -1,6 +1,7 @@
 #include "runtime/cpu_experts.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -54,6 +55,14 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
     pinned_for = this;
   }
   n = std::min(n, max_tokens_);
+  const auto t0 = std::chrono::steady_clock::now();
+  struct AddBusy {
+    uint64_t* acc;
+    std::chrono::steady_clock::time_point t0;
+    ~AddBusy() {
+      *acc += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } add_busy{&busy_ns_, t0};
 
   // The routing restricted to the CPU's choices: slots of cached experts are
   // left out of the grouping, so moe_ffn never computes them.

@@ -34,6 +34,8 @@ class CpuExpertRunner {
 
   // Experts computed and steps run so far (for stats).
   uint64_t experts_computed() const { return experts_computed_; }
+  // Time spent in run() (one clock read at each end of a layer's call).
+  double busy_ms() const { return busy_ns_ * 1e-6; }
 
  private:
   const ModelHparams* hp_ = nullptr;
@@ -50,6 +52,7 @@ class CpuExpertRunner {
   std::vector<const uint8_t*> slot_rows_;
   std::vector<float> y_;                // [T*k][n_embd] per-slot expert outputs
   uint64_t experts_computed_ = 0;
+  uint64_t busy_ns_ = 0;
 };
 
 }  // namespace guild

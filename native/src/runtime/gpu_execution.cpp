@@ -26,6 +26,12 @@ constexpr int kPolicyMaxCopies = 2;
 
 GpuExecution::~GpuExecution() {
   dec_.reset();  // the decoder's host nodes call into cpu_: destroy it first
+  cpu_.reset();
+  // The model's weights point at the mapping again before the pinned copies go.
+  for (const PinnedStack& p : pinned_) {
+    p.where->first.data = p.original;
+    backend_->host_free(p.block);
+  }
 }
 
 // Host memcpy spread over the pool (fills the pinned staging ring from the
@@ -43,6 +49,7 @@ void GpuExecution::pool_copy(void* ctx, void* dst, const void* src, size_t bytes
 bool GpuExecution::hybrid() const { return dec_ && dec_->hybrid(); }
 int GpuExecution::max_tokens() const { return dec_ ? dec_->max_tokens() : 0; }
 uint64_t GpuExecution::cpu_experts_computed() const { return cpu_ ? cpu_->experts_computed() : 0; }
+double GpuExecution::cpu_expert_busy_ms() const { return cpu_ ? cpu_->busy_ms() : 0.0; }
 uint64_t GpuExecution::cached_experts() const {
   uint64_t n = 0;
   for (int s : plan_.slots) n += static_cast<uint64_t>(s);
@@ -157,34 +164,67 @@ bool GpuExecution::apply_plan(const PlacementPlan& plan, std::string* error) {
   return true;
 }
 
-bool GpuExecution::pin_ram_tier(uint64_t ram_total, json::Value* detail) {
+bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ram_available, json::Value* detail) {
   if (!hybrid()) return false;
-  // Opt-in: page-locking a file-backed mapping of ~15 GiB with cudaHostRegister
-  // did not finish within 110 s on the H200 machine (docs/CUDA.md), so by
-  // default streamed copies go through the driver's bounce buffers.
-  const char* env = std::getenv("GUILD_PIN_EXPERTS");
-  if (!env || std::string(env) != "1") {
+  auto not_pinned = [&](const char* note) {
     detail->set("pinned", false);
-    detail->set("pin_note", "not page-locked (set GUILD_PIN_EXPERTS=1 to try): copies go through the driver's bounce buffers");
+    detail->set("pin_note", note);
     return false;
-  }
+  };
+  if (const char* env = std::getenv("GUILD_PIN_EXPERTS"); env && std::string(env) == "0")
+    return not_pinned("GUILD_PIN_EXPERTS=0: streamed copies go through the pinned staging ring");
+  if (!backend_->host_alloc || !backend_->host_free) return not_pinned("the GPU package cannot allocate pinned memory");
   uint64_t expert_bytes = 0;
   for (int l = 0; l < hp_->n_layer; ++l) expert_bytes += expert_bytes_[l] * static_cast<uint64_t>(hp_->n_expert);
-  // Page-locking keeps the experts resident: only when they leave a quarter of RAM free.
-  if (ram_total == 0 || expert_bytes > ram_total / 4 * 3) {
-    detail->set("pinned", false);
-    detail->set("pin_note", "the experts would lock more than 3/4 of RAM: copies go through the driver's bounce buffers");
-    return false;
-  }
-  size_t bytes = 0;
-  std::string why;
+  // The copy must leave room for everything else: an eighth of RAM (at least
+  // 2 GiB) stays available. The mapping's pages are clean page cache, which
+  // the kernel reclaims, so they count as available.
+  const uint64_t keep = std::max<uint64_t>(ram_total / 8, uint64_t{2} << 30);
+  if (ram_available < keep || expert_bytes > ram_available - keep)
+    return not_pinned("the experts do not fit in available RAM with an eighth kept free: streamed copies go through the "
+                      "pinned staging ring");
+  // One pinned block per expert stack (gate/up/down of each MoE layer), filled
+  // by the pool; the model's weights then point at it, so the CPU expert pool
+  // and the GPU's copies read the same bytes.
   const auto t0 = Clock::now();
-  const bool ok = dec_->pin_host_experts(&bytes, &why);
-  detail->set("pinned", ok);
+  std::string why;
+  uint64_t bytes = 0;
+  int layers_done = 0;
+  for (int l = 0; l < hp_->n_layer && why.empty(); ++l) {
+    if (!expert_bytes_[l]) continue;
+    LayerWeights& L = w.layers[l];
+    for (ExpertMatrices* m : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      const size_t n = m->expert_bytes * static_cast<size_t>(m->n_expert);
+      void* block = backend_->host_alloc(n, &why);
+      if (!block) break;
+      pool_copy(pool_, block, m->first.data, n);
+      pinned_.push_back(PinnedStack{block, m->first.data, m});
+      m->first.data = static_cast<const uint8_t*>(block);
+      bytes += n;
+    }
+    if (!why.empty()) {
+      // This layer stays on the mapping (its stacks must move together).
+      while (!pinned_.empty() && pinned_.back().where >= &L.gate_exps && pinned_.back().where <= &L.down_exps) {
+        bytes -= pinned_.back().where->expert_bytes * static_cast<size_t>(pinned_.back().where->n_expert);
+        pinned_.back().where->first.data = pinned_.back().original;
+        backend_->host_free(pinned_.back().block);
+        pinned_.pop_back();
+      }
+      break;
+    }
+    std::string err;
+    if (!dec_->set_host_experts(l, L.gate_exps, L.up_exps, L.down_exps, true, &err)) {
+      why = err;
+      break;
+    }
+    ++layers_done;
+  }
+  detail->set("pinned", layers_done > 0);
   detail->set("pinned_bytes", static_cast<unsigned long long>(bytes));
+  detail->set("pinned_layers", layers_done);
   detail->set("pin_ms", ms_since(t0));
-  if (!ok) detail->set("pin_note", why);
-  return ok;
+  if (!why.empty()) detail->set("pin_note", "stopped: " + why);
+  return layers_done > 0;
 }
 
 bool GpuExecution::fill_initial(json::Value* detail, std::string* error) {
@@ -332,19 +372,34 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     sc.cpu_us_batch = batch_us;
     sc.t_ref = t_ref;
     // The streamed path's own cost per uncached expert (the ring when there is one).
+    // Twice, the faster counts: the first pass also pays for first touches
+    // of mapped pages, which a real prefill has paid long before.
     double stream_us = -1;
-    for (int l = 0; l < hp.n_layer && stream_us < 0; ++l)
-      if (expert_bytes_[l] && (stream_us = dec_->measure_stream_us_per_expert(l, error)) < 0 && !error->empty()) return false;
+    for (int l = 0; l < hp.n_layer && stream_us < 0; ++l) {
+      if (!expert_bytes_[l]) continue;
+      for (int rep = 0; rep < 2; ++rep) {
+        const double us = dec_->measure_stream_us_per_expert(l, error);
+        if (us < 0 && !error->empty()) return false;
+        if (us > 0 && (stream_us < 0 || us < stream_us)) stream_us = us;
+      }
+    }
     if (stream_us > 0) detail->set("stream_us_per_expert", stream_us);
     sc.copy_us = stream_us > 0 ? stream_us : copy_us;
     // Without a measured copy cost (nothing is cached) the threshold is 0: the CPU computes its experts.
     dec_->set_stream_min_tokens(prefill_stream_threshold(sc, opt_.max_tokens));
   }
+  // GUILD_PREFILL_STREAM_MIN=N overrides the rule (0: never stream), for measuring one path against the other.
+  if (const char* env = std::getenv("GUILD_PREFILL_STREAM_MIN"); env && *env && hybrid()) {
+    dec_->set_stream_min_tokens(static_cast<int>(std::strtol(env, nullptr, 10)));
+    detail->set("prefill_stream_min_tokens_override", dec_->stream_min_tokens());
+  }
   detail->set("prefill_stream_min_tokens", dec_->stream_min_tokens());
   detail->set("prefill_policy", dec_->stream_min_tokens() > 0
                                     ? "steps of at least prefill_stream_min_tokens tokens copy each layer's uncached "
                                       "experts to the GPU; smaller steps compute them on the CPU"
-                                    : "the CPU computes its experts in every step (no staging area)");
+                                    : !hybrid() || dec_->memory().staging == 0
+                                        ? "the CPU computes its experts in every step (no staging area)"
+                                        : "the CPU computes its experts in every step (streaming measured slower)");
   detail->set("online_policy", opt_.online_policy ? "on: every 16 decode steps at most 2 expert copies, each only when "
                                                     "the expert's decayed routing count beats the coldest cached one by 1.5x"
                                                   : "off");

@@ -46,9 +46,12 @@ class GpuExecution {
                                               const GpuLoadOptions& o, json::Value* detail, std::string* error);
   ~GpuExecution();
 
-  // Stage 10: page-locks the experts' host memory (the RAM tier) when they
-  // fit in 3/4 of RAM, so copies to the GPU run at DMA speed. Records why not.
-  bool pin_ram_tier(uint64_t ram_total, json::Value* detail);
+  // Stage 10: the RAM tier. When the experts fit in available RAM (an eighth
+  // kept free) they are copied into page-locked memory and w's expert stacks
+  // point there (restored by the destructor), so copies to the GPU run at DMA
+  // speed; otherwise they stay on the mapping and streamed copies go through
+  // the pinned staging ring. Records which and why.
+  bool pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ram_available, json::Value* detail);
   // Stage 10: fills the expert caches with a first plan (no statistics yet).
   bool fill_initial(json::Value* detail, std::string* error);
   // Stage 11: routing statistics from a calibration prompt, measured costs,
@@ -66,6 +69,7 @@ class GpuExecution {
   gpu::Decoder& decoder() { return *dec_; }
   uint64_t cached_experts() const;
   uint64_t cpu_experts_computed() const;
+  double cpu_expert_busy_ms() const;  // the CPU expert pool's time in its layer calls
   uint64_t swaps() const { return swaps_; }
   // Share of routed choices served by the GPU cache since the last call (resets).
   double take_hit_rate();
@@ -94,6 +98,12 @@ class GpuExecution {
   const gpu::BackendV1* backend_ = nullptr;  // from the loaded GPU package (kept open by the model)
   std::unique_ptr<gpu::Decoder> dec_;
   std::vector<uint64_t> expert_bytes_;  // [n_layer] one cached expert
+  struct PinnedStack {
+    void* block;                // host_alloc'ed copy
+    const uint8_t* original;    // where the stack was (the mapping)
+    ExpertMatrices* where;      // the model's stack now pointing at block
+  };
+  std::vector<PinnedStack> pinned_;
   uint64_t cache_budget_ = 0;
   PlacementPlan plan_;
   ExpertCachePolicy policy_;

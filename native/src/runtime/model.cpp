@@ -423,7 +423,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         }
         if (m->gpu_) {
           json::Value ram = json::Value::object();
-          m->gpu_->pin_ram_tier(machine.ram_total, &ram);
+          m->gpu_->pin_ram_tier(m->weights_, machine.ram_total, machine.ram_available, &ram);
           st.detail.set("ram_tier", std::move(ram));
           json::Value fill = json::Value::object();
           if (!m->gpu_->fill_initial(&fill, &err)) fail(LoadErrorKind::Unsupported, path + ": GPU expert cache: " + err);
@@ -476,9 +476,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         if (L.is_moe())
           expert_bytes += (L.gate_exps.expert_bytes + L.up_exps.expert_bytes + L.down_exps.expert_bytes) *
                           static_cast<uint64_t>(m->hp_.n_expert);
-      st.detail.set("mode", "zero-copy mmap");
       bool pinned = false;
       if (const StageRecord* tiers = prof.find("expert_tiers")) pinned = tiers->detail["ram_tier"]["pinned"].as_bool();
+      st.detail.set("mode", pinned ? "pinned copy" : "zero-copy mmap");
       st.detail.set("pinned", pinned);
       if (m->gpu_ && !m->gpu_->hybrid()) {
         expert_bytes = 0;
@@ -486,8 +486,10 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       } else if (m->gpu_) {
         const uint64_t cached = m->gpu_->decoder().memory().expert_cache;
         expert_bytes = expert_bytes > cached ? expert_bytes - cached : 0;
-        st.detail.set("reason", "the CPU pool reads the uncached experts in place from the mapping (page-locked in "
-                                "stage 10 when they fit, so streamed prefill copies them by DMA)");
+        st.detail.set("reason", pinned ? "stage 10 copied the experts into page-locked RAM: the CPU pool reads the "
+                                         "uncached ones there and streamed prefill copies them by DMA"
+                                       : "the CPU pool reads the uncached experts in place from the mapping; streamed "
+                                         "prefill copies them through the pinned staging ring");
       }
       if (!m->gpu_) st.detail.set("reason", "no GPU: experts are read by the CPU pool straight from the page cache");
       st.bytes = expert_bytes;
