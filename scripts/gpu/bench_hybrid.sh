@@ -11,8 +11,10 @@
 # configurations — all on the GPU; GPU budget 16 GiB; 8 GiB; every expert on
 # the CPU; CPU only — and writes one JSON per configuration plus
 # OUT_DIR/hybrid-bench.txt (a table), printed last. GUILD_BENCH_CONFIGS picks
-# configurations (space separated; budget-8g-pageable is budget-8g without
-# the pinned staging ring), GUILD_BENCH_TIMEOUT limits each (seconds).
+# configurations (space separated). Variants for measuring one path against
+# another: budget-{16g,8g}-stream / -cpu force streamed prefill / CPU experts
+# in prefill; budget-8g-ring keeps the experts on the mapping (pinned staging
+# ring); budget-8g-pageable also turns the ring off (driver's pageable copies)., GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
 OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -40,9 +42,14 @@ CONFIGS=${GUILD_BENCH_CONFIGS:-all-gpu budget-16g budget-8g experts-cpu cpu-only
 for c in $CONFIGS; do
   case $c in
     all-gpu) run all-gpu 3 --gpu cuda:0 ;;
-    budget-16g) run budget-16g 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
-    budget-8g) run budget-8g 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
-    budget-8g-pageable) GUILD_STAGING_RING_MIB=0 run budget-8g-pageable 1 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-16g) run budget-16g 3 --gpu cuda:0 --gpu-budget-gib 16 ;;
+    budget-16g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-16g-stream 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
+    budget-16g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-16g-cpu 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
+    budget-8g) run budget-8g 3 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-8g-stream 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-8g-cpu 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-ring) GUILD_PIN_EXPERTS=0 run budget-8g-ring 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-pageable) GUILD_PIN_EXPERTS=0 GUILD_STAGING_RING_MIB=0 run budget-8g-pageable 1 --gpu cuda:0 --gpu-budget-gib 8 ;;
     experts-cpu) run experts-cpu 1 --gpu cuda:0 --experts-cpu ;;
     cpu-only) run cpu-only 1 --gpu cpu ;;
     *) echo "unknown configuration $c" ;;
@@ -51,8 +58,12 @@ done
 python3 - "$OUT" > "$OUT/hybrid-bench.txt" <<'PY'
 import json, sys, os
 out = sys.argv[1]
-print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8}")
-for name in ["all-gpu", "budget-16g", "budget-8g", "budget-8g-pageable", "experts-cpu", "cpu-only"]:
+print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
+names = ["all-gpu", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
+         "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "cpu-only"]
+for name in names:
+    if not os.path.exists(os.path.join(out, f"bench-{name}.json")) and name not in ("all-gpu", "budget-16g", "budget-8g", "experts-cpu", "cpu-only"):
+        continue
     p = os.path.join(out, f"bench-{name}.json")
     try:
         d = json.load(open(p))
@@ -63,6 +74,7 @@ for name in ["all-gpu", "budget-16g", "budget-8g", "budget-8g-pageable", "expert
     vram = g.get("vram_bytes", 0) / 2**30
     ex = f"{g.get('gpu_experts', 0)}/{g.get('cpu_experts', '-')}"
     hit = g.get("cache_hit_rate", float("nan"))
-    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f}")
+    pr = g.get("prefill_probe", {})
+    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8}")
 PY
 cat "$OUT/hybrid-bench.txt"

@@ -208,8 +208,8 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   bytes += static_cast<size_t>(L.act_rows) * (L.widest / 32) * 4;      // q8 scales
   bytes += static_cast<size_t>(L.act_rows) * L.widest * 2;             // f16
   bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
-  if (L.hybrid)  // cache ids, slot maps, routing counts, pending / seq / error
-    bytes += (T * K + 2 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 6 * 256;
+  if (L.hybrid)  // cache and staging ids, slot and staging maps, routing counts, pending / seq / error
+    bytes += (2 * T * K + 3 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 8 * 256;
   L.scratch_bytes = align_up(bytes, 256);
   return true;
 }
@@ -260,6 +260,11 @@ struct CudaDecoder::Impl {
     Experts staged;  // the staging area viewed as this layer's full stacks
     int32_t* d_slot_of = nullptr;
     std::vector<int32_t> slot_of;  // [n_expert]
+    // Streamed prefill: uncached expert e sits at staging index stage_of[e]
+    // (uncached experts in increasing order, packed; -1 for cached ones).
+    int32_t* d_stage_of = nullptr;
+    std::vector<int32_t> stage_of;  // [n_expert]
+    int n_uncached = 0;
     std::vector<int32_t> cached;   // [cache_slots] expert per slot, -1 empty
   };
   std::vector<Layer> layers;
@@ -298,6 +303,7 @@ struct CudaDecoder::Impl {
   uint64_t streamed = 0;              // MoE layer passes that streamed
   cudaEvent_t ev_done = nullptr;      // end of a forward (blocking sync: the waiting thread sleeps)
   int32_t* d_cache_ids = nullptr;     // [T*K] slot of each routed choice in its layer's cache, -1 CPU
+  int32_t* d_stage_ids = nullptr;     // [T*K] streamed prefill: staging index of each choice, -1 cached
   uint32_t* d_counts = nullptr;       // [n_layer][n_expert] routing counts
   int32_t* d_pending = nullptr;       // CPU choices of the layer in flight
   uint32_t* d_seq = nullptr;          // last mailbox request posted
@@ -548,13 +554,26 @@ struct CudaDecoder::Impl {
     e = moe_remap_ids(groups.ids, n_slots, ly.d_slot_of, d_cache_ids, d_counts + static_cast<int64_t>(layer) * hp.n_expert,
                       stream);
     if (e != cudaSuccess) return fail("moe_remap_ids", e);
-    if (ly.cpu_part && stream_min > 0 && n >= stream_min && staging_mem) {
-      // A big batch: bring the uncached experts to the GPU instead.
+    if (ly.cpu_part && stream_min > 0 && n >= stream_min && n > 1 && staging_mem) {
+      // A big batch: bring the uncached experts to the GPU instead. Cached
+      // choices run from the cache, the others from the staging area; each
+      // pass writes only its own choices' rows of ffn_down, and one combine
+      // sums every choice in order, as the all-GPU layer does (bit for bit).
       if (!stage_layer(ly)) return false;
       ++streamed;
-      e = moe_group(groups, n, kk, hp.n_expert, stream);
-      if (e != cudaSuccess) return fail("moe_group", e);
-      return gpu_experts(ly.staged, groups, hp.n_expert, xs, n) && combine(groups.weights, nullptr, n);
+      if (ly.cache_slots > 0) {
+        MoeGroups g = groups;
+        g.ids = d_cache_ids;
+        if ((e = moe_group(g, n, kk, ly.cache_slots, stream)) != cudaSuccess) return fail("moe_group", e);
+        if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n)) return false;
+      }
+      if ((e = moe_remap_ids(groups.ids, n_slots, ly.d_stage_of, d_stage_ids, nullptr, stream)) != cudaSuccess)
+        return fail("moe_remap_ids (staging)", e);
+      MoeGroups g = groups;
+      g.ids = d_stage_ids;
+      if ((e = moe_group(g, n, kk, ly.n_uncached, stream)) != cudaSuccess) return fail("moe_group", e);
+      if (!join_staged()) return false;
+      return gpu_experts(ly.staged, g, ly.n_uncached, xs, n) && combine(groups.weights, nullptr, n);
     }
     if (ly.cpu_part) {
       if ((e = hybrid_export(xs.f32, n, hp.n_embd, groups.ids, groups.weights, kk, ly.d_slot_of, dv_xn, dv_ids, dv_w,
@@ -579,9 +598,9 @@ struct CudaDecoder::Impl {
     return true;
   }
 
-  // The layer's whole expert stacks in the staging area: cached experts from
-  // the cache (device to device), the others from host memory, runs of
-  // consecutive uncached experts in one copy each.
+  // The layer's uncached experts, packed in the staging area at stage_of[e]
+  // (runs of consecutive uncached experts in one copy each); cached experts
+  // are read from the cache where they are.
   bool stage_layer(const Layer& ly) {
     cudaError_t e = cudaSuccess;
     // Pinned host copies: DMA straight from them; otherwise through the pinned
@@ -594,23 +613,18 @@ struct CudaDecoder::Impl {
     if (side && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
                      (e = cudaStreamWaitEvent(copy_stream, ev_main_ready, 0)) != cudaSuccess))
       return fail("expert staging (order)", e);
-    for (auto [dst, cache, host] : {std::tuple{&ly.staged.gate, &ly.gate_exps, &ly.host_gate},
-                                    {&ly.staged.up, &ly.up_exps, &ly.host_up},
-                                    {&ly.staged.down, &ly.down_exps, &ly.host_down}}) {
+    for (auto [dst, host] : {std::pair{&ly.staged.gate, &ly.host_gate}, {&ly.staged.up, &ly.host_up},
+                             {&ly.staged.down, &ly.host_down}}) {
       uint8_t* base = static_cast<uint8_t*>(const_cast<void*>(dst->data));
       const size_t rows = static_cast<size_t>(host->first.n_out), rb = host->first.row_bytes;
       for (int e0 = 0; e0 < hp.n_expert && e == cudaSuccess;) {
-        const int slot = ly.slot_of[e0];
-        if (slot >= 0) {
-          e = cudaMemcpyAsync(base + static_cast<size_t>(e0) * dst->expert_stride,
-                              static_cast<const uint8_t*>(cache->data) + static_cast<size_t>(slot) * cache->expert_stride,
-                              dst->expert_stride, cudaMemcpyDeviceToDevice, cs);
+        if (ly.slot_of[e0] >= 0) {
           ++e0;
           continue;
         }
         int e1 = e0 + 1;
         while (e1 < hp.n_expert && ly.slot_of[e1] < 0) ++e1;
-        uint8_t* d = base + static_cast<size_t>(e0) * dst->expert_stride;
+        uint8_t* d = base + static_cast<size_t>(ly.stage_of[e0]) * dst->expert_stride;
         const uint8_t* h = host->first.data + static_cast<size_t>(e0) * host->expert_bytes;
         const size_t total_rows = rows * static_cast<size_t>(e1 - e0);
         if (!use_ring) {
@@ -621,10 +635,15 @@ struct CudaDecoder::Impl {
         e0 = e1;
       }
     }
-    if (e == cudaSuccess && side &&
-        ((e = cudaEventRecord(ev_staged, copy_stream)) != cudaSuccess || (e = cudaStreamWaitEvent(stream, ev_staged, 0)) != cudaSuccess))
-      return fail("expert staging (join)", e);
+    if (e == cudaSuccess && side && (e = cudaEventRecord(ev_staged, copy_stream)) != cudaSuccess)
+      return fail("expert staging (record)", e);
     return e == cudaSuccess || fail("expert staging copy", e);
+  }
+  // The main stream waits for stage_layer's copies (issued on the copy stream,
+  // so they overlap whatever the main stream does in between).
+  bool join_staged() {
+    cudaError_t e = cudaSuccess;
+    return !copy_stream || (e = cudaStreamWaitEvent(stream, ev_staged, 0)) == cudaSuccess || fail("expert staging (join)", e);
   }
 
   // rows x rb bytes from host h (rows rb apart) to device d (rows pitch
@@ -937,19 +956,22 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     if (L.staging_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&I.staging_mem), L.staging_bytes)) != cudaSuccess)
       return bail("cudaMalloc (expert staging)", e);
     I.stream_min = options.stream_prefill ? std::max(0, options.stream_min_tokens) : 0;
+    if (I.staging_mem) {
+      // Streamed copies run on their own stream, beside the layer's cached experts.
+      if ((e = cudaStreamCreateWithFlags(&I.copy_stream, cudaStreamNonBlocking)) != cudaSuccess) return bail("cudaStreamCreate", e);
+      for (cudaEvent_t* ev : {&I.ev_main_ready, &I.ev_staged})
+        if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate", e);
+    }
     if (I.staging_mem && options.host_copy.copy && options.staging_ring_bytes >= Impl::kRingSlots * (size_t{1} << 20)) {
       // Slots of whole 4 KiB pages; every slot starts "free" (its event recorded once).
       I.ring_slot_bytes = options.staging_ring_bytes / Impl::kRingSlots / 4096 * 4096;
       if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.ring), I.ring_slot_bytes * Impl::kRingSlots)) != cudaSuccess)
         return bail("cudaMallocHost (staging ring)", e);
-      if ((e = cudaStreamCreateWithFlags(&I.copy_stream, cudaStreamNonBlocking)) != cudaSuccess) return bail("cudaStreamCreate", e);
       for (cudaEvent_t& ev : I.slot_free) {
         if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess ||
             (e = cudaEventRecord(ev, I.copy_stream)) != cudaSuccess)
           return bail("cudaEventCreate (ring)", e);
       }
-      for (cudaEvent_t* ev : {&I.ev_main_ready, &I.ev_staged})
-        if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate", e);
     }
     // The thread waiting for a hybrid step sleeps instead of spinning: the CPU
     // expert pool needs those cores.
@@ -1087,6 +1109,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   }
   if (L.hybrid) {
     I.d_cache_ids = a.take<int32_t>(T * K);
+    I.d_stage_ids = a.take<int32_t>(T * K);
     I.d_counts = a.take<uint32_t>(static_cast<size_t>(hp.n_layer) * hp.n_expert);
     I.d_pending = a.take<int32_t>(1);
     I.d_seq = a.take<uint32_t>(1);
@@ -1096,6 +1119,17 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     // Every expert starts on the CPU (-1 = 0xffffffff).
     if ((e = cudaMemset(maps, 0xff, static_cast<size_t>(hp.n_layer) * hp.n_expert * 4)) != cudaSuccess)
       return bail("cudaMemset (slot maps)", e);
+    // ... so each sits in the staging area at its own index.
+    int32_t* stage_maps = a.take<int32_t>(static_cast<size_t>(hp.n_layer) * hp.n_expert);
+    for (int l = 0; l < hp.n_layer; ++l) {
+      Impl::Layer& ly = I.layers[l];
+      ly.d_stage_of = stage_maps + static_cast<size_t>(l) * hp.n_expert;
+      ly.stage_of.resize(hp.n_expert);
+      for (int x = 0; x < hp.n_expert; ++x) ly.stage_of[x] = x;
+      ly.n_uncached = hp.n_expert;
+      if ((e = cudaMemcpy(ly.d_stage_of, ly.stage_of.data(), ly.stage_of.size() * 4, cudaMemcpyHostToDevice)) != cudaSuccess)
+        return bail("cudaMemcpy (staging maps)", e);
+    }
   }
   if (a.used > L.scratch_bytes) {
     *error = "CUDA decoder: internal scratch layout overflow";
@@ -1217,7 +1251,7 @@ double CudaDecoder::measure_stream_us_per_expert(int layer, std::string* error) 
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
   const auto t0 = std::chrono::steady_clock::now();
-  if (e == cudaSuccess && !I.stage_layer(ly)) {
+  if (e == cudaSuccess && (!I.stage_layer(ly) || !I.join_staged())) {
     *error = I.err;
     return -1;
   }
@@ -1314,8 +1348,12 @@ bool CudaDecoder::set_cached_expert(int layer, int slot, int expert, std::string
     if (old >= 0) ly.slot_of[old] = -1;
     ly.cached[slot] = expert;
     if (expert >= 0) ly.slot_of[expert] = slot;
-    // The host map is read by the CPU runner; the device copy by the remap kernel.
+    ly.n_uncached = 0;
+    for (int x = 0; x < I.hp.n_expert; ++x) ly.stage_of[x] = ly.slot_of[x] >= 0 ? -1 : ly.n_uncached++;
+    // The host maps are read by the CPU runner and the staging copies; the device copies by the remap kernel.
     e = cudaMemcpyAsync(ly.d_slot_of, ly.slot_of.data(), ly.slot_of.size() * 4, cudaMemcpyHostToDevice, I.stream);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(ly.d_stage_of, ly.stage_of.data(), ly.stage_of.size() * 4, cudaMemcpyHostToDevice, I.stream);
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
   if (e != cudaSuccess) {

@@ -298,10 +298,19 @@ void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& ga
       expert_rows(m.expert(e), r, e, r0, std::min(n_ff, r0 + chunk), slot_rows, is_up ? buf.up : buf.gate, n_ff);
     });
   }
-  for (int slot = 0; slot < n_slots; ++slot) {
-    hidden(slot);
-    slot_rows[slot] = buf.act_down + slot * down_act_bytes;
-  }
+  // SwiGLU of the routed slots only (with a mask, slots of experts computed
+  // elsewhere are not), spread over the pool: done serially over every slot
+  // this was the largest single cost of a 512-token step.
+  constexpr int64_t kHiddenBlock = 32;
+  const int64_t n_routed = r.offset[r.n_expert];
+  pool.parallel_for((n_routed + kHiddenBlock - 1) / kHiddenBlock, [&](int64_t b, int) {
+    const int64_t end = std::min(n_routed, (b + 1) * kHiddenBlock);
+    for (int64_t i = b * kHiddenBlock; i < end; ++i) {
+      const int32_t slot = r.slots_by_expert[i];
+      hidden(slot);
+      slot_rows[slot] = buf.act_down + slot * down_act_bytes;
+    }
+  });
   if (node_of == nullptr) expert_matmul(pool, down, r, slot_rows, y, y_stride);
   else expert_matmul_nodes(pool, down, r, node_of, slot_rows, y, y_stride);
 }

@@ -274,15 +274,41 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   if (!dec_->routing_counts(&counts, true, error)) return false;
   // 1. Routing statistics from the calibration text.
   const int n = static_cast<int>(std::min<size_t>(tokens.size(), static_cast<size_t>(std::min(opt_.n_ctx, 512))));
+  // In two halves: a plan fit on the first half is scored on the second, an
+  // honest estimate of the hit rate on text the plan has not seen (the
+  // in-sample rate of the final plan is optimistic).
   double prefill_ms = 0;
+  double held_out_hit = -1;
   if (n > 0 && plan_.bytes > 0) {
+    const int half = n >= 64 ? n / 2 : n;
     const auto t0 = Clock::now();
-    if (!forward(tokens.data(), n, 0, nullptr, false, error)) return false;
+    if (!forward(tokens.data(), half, 0, nullptr, false, error)) return false;
+    std::vector<uint32_t> first;
+    if (!dec_->routing_counts(&first, true, error)) return false;
+    if (half < n && !forward(tokens.data() + half, n - half, half, nullptr, false, error)) return false;
     prefill_ms = ms_since(t0);
     if (!dec_->routing_counts(&counts, true, error)) return false;
+    if (half < n) {
+      PlacementInput in;
+      in.n_layer = hp.n_layer;
+      in.n_expert = hp.n_expert;
+      in.expert_bytes = expert_bytes_;
+      in.budget_bytes = cache_budget_;
+      in.counts = first;
+      const PlacementPlan fit = plan_expert_placement(in);
+      double hit = 0, total = 0;
+      for (int l = 0; l < hp.n_layer; ++l) {
+        if (!expert_bytes_[l]) continue;
+        for (int e = 0; e < hp.n_expert; ++e) total += counts[static_cast<size_t>(l) * hp.n_expert + e];
+        for (int e : fit.experts[l]) hit += counts[static_cast<size_t>(l) * hp.n_expert + e];
+      }
+      if (total > 0) held_out_hit = hit / total;
+    }
+    for (size_t i = 0; i < counts.size() && i < first.size(); ++i) counts[i] += first[i];
     kv_owner = 0;
     kv_tokens = 0;
   }
+  if (held_out_hit >= 0) detail->set("held_out_hit_rate", held_out_hit);
   detail->set("calibration_tokens", n);
   detail->set("calibration_prefill_ms", prefill_ms);
   // 2. The plan from the statistics: the same budget, hottest experts per byte.
@@ -367,7 +393,7 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     StreamCosts sc;
     sc.uncached_per_layer = moe_layers ? (static_cast<double>(moe_layers) * hp.n_expert - static_cast<double>(cached_experts())) / moe_layers : 0;
     sc.k = hp.n_expert_used;
-    sc.miss_rate = 1.0 - plan_.expected_hit_rate;
+    sc.miss_rate = 1.0 - (held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate);
     sc.cpu_us_1 = moe_layers ? cpu_total_us / moe_layers : 0;
     sc.cpu_us_batch = batch_us;
     sc.t_ref = t_ref;
