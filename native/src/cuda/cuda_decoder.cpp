@@ -567,6 +567,9 @@ struct CudaDecoder::Impl {
         if ((e = moe_group(g, n, kk, ly.cache_slots, stream)) != cudaSuccess) return fail("moe_group", e);
         if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n)) return false;
       }
+      // The cached pass quantized its own hidden rows into the shared
+      // activation buffer: the layer input must be converted again.
+      xs.q8 = xs.f16 = false;
       if ((e = moe_remap_ids(groups.ids, n_slots, ly.d_stage_of, d_stage_ids, nullptr, stream)) != cudaSuccess)
         return fail("moe_remap_ids (staging)", e);
       MoeGroups g = groups;

@@ -72,7 +72,14 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   if (const char* ring = std::getenv("GUILD_STAGING_RING_MIB"); ring && *ring)
     o.staging_ring_bytes = static_cast<size_t>(std::strtoull(ring, nullptr, 10)) << 20;
   dec_.reset(backend_->create(*hp_, *w_, o, error));
-  return dec_ != nullptr;
+  if (!dec_) return false;
+  // A rebuilt decoder must know which host stacks are pinned (stage 10).
+  for (int l = 0; l < static_cast<int>(pinned_layers_.size()); ++l)
+    if (pinned_layers_[l]) {
+      const LayerWeights& L = w_->layers[l];
+      if (!dec_->set_host_experts(l, L.gate_exps, L.up_exps, L.down_exps, true, error)) return false;
+    }
+  return true;
 }
 
 std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend, const ModelHparams& hp,
@@ -217,6 +224,8 @@ bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ra
       why = err;
       break;
     }
+    pinned_layers_.resize(hp_->n_layer, false);
+    pinned_layers_[l] = true;
     ++layers_done;
   }
   detail->set("pinned", layers_done > 0);

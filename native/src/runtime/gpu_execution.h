@@ -104,6 +104,7 @@ class GpuExecution {
     ExpertMatrices* where;      // the model's stack now pointing at block
   };
   std::vector<PinnedStack> pinned_;
+  std::vector<bool> pinned_layers_;  // [n_layer] once anything is pinned
   uint64_t cache_budget_ = 0;
   PlacementPlan plan_;
   ExpertCachePolicy policy_;
