@@ -1,6 +1,7 @@
 // The expert placement plan and the online cache policy (runtime/expert_placement.h):
 // pure decisions, checked without a GPU.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "check.h"
@@ -112,4 +113,35 @@ TEST(prefill_streams_only_when_copying_beats_the_cpu) {
   // Unknown costs never stream.
   c.cpu_us_batch = 0;
   CHECK(prefill_stream_threshold(c, 512) == 0);
+}
+
+TEST(several_devices_take_disjoint_experts_hottest_first) {
+  // 2 layers x 6 experts of 10 bytes; the primary holds 3, the peer 4, the CPU the rest.
+  PlacementInput in = input(2, 6, 10, 0);
+  in.counts = {60, 50, 40, 30, 20, 10,   // layer 0
+               5, 55, 45, 35, 25, 15};   // layer 1
+  const std::vector<PlacementPlan> plans = plan_devices_placement(in, {30, 40});
+  REQUIRE(plans.size() == 2);
+  CHECK(plans[0].bytes == 30 && plans[1].bytes == 40);
+  // Primary: the three hottest pairs overall (60, 55, 50).
+  CHECK(contains(plans[0].experts[0], 0) && contains(plans[0].experts[0], 1) && contains(plans[0].experts[1], 1));
+  // Peer: the next four (45, 40, 35, 30), none of the primary's.
+  CHECK(contains(plans[1].experts[1], 2) && contains(plans[1].experts[0], 2) && contains(plans[1].experts[1], 3) &&
+        contains(plans[1].experts[0], 3));
+  for (int l = 0; l < 2; ++l)
+    for (int e : plans[1].experts[l]) CHECK(!contains(plans[0].experts[l], e));
+  // Hit rates: each device's share of all 390 routed choices.
+  CHECK(std::abs(plans[0].expected_hit_rate - 165.0 / 390.0) < 1e-9);
+  CHECK(std::abs(plans[1].expected_hit_rate - 150.0 / 390.0) < 1e-9);
+  // One budget: the single-device plan.
+  const std::vector<PlacementPlan> one = plan_devices_placement(in, {30});
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].experts == plans[0].experts);
+  // Without statistics: round-robin shares, still disjoint.
+  PlacementInput none = input(2, 6, 10, 0);
+  const std::vector<PlacementPlan> rr = plan_devices_placement(none, {40, 40});
+  CHECK(rr[0].slots[0] == 2 && rr[0].slots[1] == 2 && rr[1].slots[0] == 2 && rr[1].slots[1] == 2);
+  for (int l = 0; l < 2; ++l)
+    for (int e : rr[1].experts[l]) CHECK(!contains(rr[0].experts[l], e));
+  CHECK(std::abs(rr[1].expected_hit_rate - 4.0 / 12.0) < 1e-9);
 }

@@ -21,8 +21,13 @@ PlacementPlan plan_expert_placement(const PlacementInput& in) {
   };
   std::vector<Candidate> cands;
   double total_count = 0;
+  std::vector<char> excluded(static_cast<size_t>(in.n_expert));
   for (int l = 0; l < in.n_layer; ++l) {
     if (in.expert_bytes[l] == 0) continue;
+    std::fill(excluded.begin(), excluded.end(), 0);
+    if (static_cast<size_t>(l) < in.exclude.size())
+      for (int e : in.exclude[l])
+        if (e >= 0 && e < in.n_expert) excluded[e] = 1;
     std::vector<int> order(in.n_expert);
     std::iota(order.begin(), order.end(), 0);
     auto count = [&](int e) { return have_counts ? in.counts[static_cast<size_t>(l) * in.n_expert + e] : 0u; };
@@ -30,6 +35,7 @@ PlacementPlan plan_expert_placement(const PlacementInput& in) {
     for (int r = 0; r < in.n_expert; ++r) {
       const int e = order[r];
       total_count += count(e);
+      if (excluded[e]) continue;
       cands.push_back({static_cast<double>(count(e)) / static_cast<double>(in.expert_bytes[l]), r, l, e});
     }
   }
@@ -50,10 +56,31 @@ PlacementPlan plan_expert_placement(const PlacementInput& in) {
   }
   for (int l = 0; l < in.n_layer; ++l) p.slots[l] = static_cast<int>(p.experts[l].size());
   p.all_cached = all_bytes > 0 && p.bytes == all_bytes;
+  if (!in.exclude.empty() && !have_counts && !cands.empty()) {
+    // Without statistics the share is of all experts, the excluded ones included.
+    uint64_t n_all = 0;
+    for (int l = 0; l < in.n_layer; ++l) n_all += in.expert_bytes[l] ? static_cast<uint64_t>(in.n_expert) : 0;
+    p.expected_hit_rate = static_cast<double>(taken) / static_cast<double>(n_all);
+    return p;
+  }
   p.expected_hit_rate = total_count > 0 ? hit / total_count
                         : cands.empty()  ? 0.0
                                          : static_cast<double>(taken) / static_cast<double>(cands.size());
   return p;
+}
+
+std::vector<PlacementPlan> plan_devices_placement(const PlacementInput& in, const std::vector<uint64_t>& budget_bytes) {
+  std::vector<PlacementPlan> plans;
+  PlacementInput step = in;
+  step.exclude.assign(in.n_layer, {});
+  for (int l = 0; l < in.n_layer && static_cast<size_t>(l) < in.exclude.size(); ++l) step.exclude[l] = in.exclude[l];
+  for (uint64_t budget : budget_bytes) {
+    step.budget_bytes = budget;
+    plans.push_back(plan_expert_placement(step));
+    for (int l = 0; l < in.n_layer; ++l)
+      step.exclude[l].insert(step.exclude[l].end(), plans.back().experts[l].begin(), plans.back().experts[l].end());
+  }
+  return plans;
 }
 
 int prefill_stream_threshold(const StreamCosts& c, int max_tokens) {

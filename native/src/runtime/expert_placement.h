@@ -14,6 +14,9 @@ struct PlacementInput {
   std::vector<uint64_t> expert_bytes;  // [n_layer] bytes of one cached expert (0: dense layer)
   uint64_t budget_bytes = 0;           // device bytes left for expert caches
   std::vector<uint32_t> counts;        // [n_layer][n_expert] routing counts; empty = no statistics yet
+  // [n_layer] experts already placed on another device (never chosen again);
+  // empty = none.
+  std::vector<std::vector<int>> exclude;
 };
 
 struct PlacementPlan {
@@ -30,6 +33,12 @@ struct PlacementPlan {
 // budget is spent; ties (and no statistics) fill the layers round-robin by
 // expert id, so without statistics every MoE layer gets the same share.
 PlacementPlan plan_expert_placement(const PlacementInput& in);
+
+// Several devices (docs/CUDA.md, "Several GPUs"): the primary's plan first
+// (budget_bytes[0]), then each peer's from what is left, hottest per byte
+// first; whatever no device takes stays with the CPU. One plan per budget;
+// expected_hit_rate of plan i is the share served by device i alone.
+std::vector<PlacementPlan> plan_devices_placement(const PlacementInput& in, const std::vector<uint64_t>& budget_bytes);
 
 // When a prefill step should stream a layer's uncached experts to the GPU
 // instead of computing them on the CPU (docs/CUDA.md, "Prefill"). For a step
