@@ -27,11 +27,13 @@ const char* kUsage =
     "                   [--ctx N] [--kv f16|f32] [--profile-out FILE] [--seed S]\n"
     "                   [--prompt-file FILE] [--warmup N]\n"
     "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
+    "                   [--gpu-peers cuda:N,...] [--gpu-peer-budget-gib X]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
     "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps\n"
     "  --gpu: where to run (default auto: the GPU when the build and machine have one)\n"
     "  --gpu-budget-gib X: device memory for the model; experts beyond it are computed by the CPU pool\n"
-    "  --experts-cpu: every routed expert on the CPU (dense weights and KV on the GPU)\n";
+    "  --experts-cpu: every routed expert on the CPU (dense weights and KV on the GPU)\n"
+    "  --gpu-peers: peer GPUs, each with an expert cache of its own (--gpu-peer-budget-gib X each)\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -53,7 +55,7 @@ double peak_rss_bytes() {
 int main(int argc, char** argv) {
   tools::Args args;
   if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup",
-                   "gpu", "gpu-budget-gib"},
+                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib"},
                   {"experts-cpu"},
                   kUsage))
     return 2;
@@ -87,6 +89,12 @@ int main(int argc, char** argv) {
     opt.gpu_budget_bytes = static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
   }
   opt.experts_on_cpu = args.has("experts-cpu");
+  opt.gpu_peers = args.get("gpu-peers", "");
+  if (args.has("gpu-peer-budget-gib")) {
+    const double gib = std::stod(args.get("gpu-peer-budget-gib"));
+    if (!(gib > 0)) tools::die("--gpu-peer-budget-gib must be positive");
+    opt.gpu_peer_budget_bytes = static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+  }
   std::string err;
   const auto t_load = std::chrono::steady_clock::now();
   // Load progress on stderr (the JSON result goes to stdout).
@@ -187,7 +195,9 @@ int main(int argc, char** argv) {
     unsigned long long n_moe = 0;
     for (const auto& L : model->weights().layers) n_moe += L.is_moe();
     gpu.set("gpu_experts", static_cast<unsigned long long>(g->cached_experts()));
-    gpu.set("cpu_experts", static_cast<unsigned long long>(n_moe * model->hparams().n_expert - g->cached_experts()));
+    gpu.set("peer_experts", static_cast<unsigned long long>(g->peer_experts()));
+    gpu.set("cpu_experts", static_cast<unsigned long long>(n_moe * model->hparams().n_expert - g->cached_experts() -
+                                                           g->peer_experts()));
     gpu.set("cache_hit_rate", g->take_hit_rate());
     gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
     gpu.set("graph_replays", g->decoder().graph_replays());

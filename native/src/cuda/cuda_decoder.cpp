@@ -1,6 +1,7 @@
 #include "cuda/cuda_decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -241,6 +242,13 @@ struct CudaDecoder::Impl {
   struct Experts {
     DevMatrix gate, up, down;
   };
+  // Where an expert computation runs and its buffers: the primary's, or a peer's.
+  struct Work {
+    cudaStream_t stream;
+    float *ffn_gate, *ffn_up, *ffn_h, *ffn_down;
+    Q8Act act_q8;
+    uint16_t* act_f16;
+  };
   struct Layer {
     const float* attn_norm = nullptr;
     const float* q_norm = nullptr;
@@ -265,9 +273,41 @@ struct CudaDecoder::Impl {
     int32_t* d_stage_of = nullptr;
     std::vector<int32_t> stage_of;  // [n_expert]
     int n_uncached = 0;
+    // Who computes each expert's choices, for the CPU's mask: >= 0 a GPU (the
+    // primary's slot, or n_expert + peer for a peer's expert), -1 the CPU.
+    std::vector<int32_t> owner_of;  // [n_expert]
+    int32_t* d_owner_of = nullptr;
     std::vector<int32_t> cached;   // [cache_slots] expert per slot, -1 empty
   };
   std::vector<Layer> layers;
+
+  // ---- peers (docs/CUDA.md, "Several GPUs") ----
+  struct PeerLayer {
+    Experts cache;                 // slots experts, on the peer
+    int slots = 0;
+    std::vector<int32_t> cached;   // [slots] expert per slot, -1 empty
+    std::vector<int32_t> slot_of;  // [n_expert] the peer's slot, -1 none
+    int32_t* d_route = nullptr;    // on the primary: [n_expert] the peer's slot where it computes the expert, else -1
+  };
+  struct Peer {
+    int device = 0;
+    bool same_device = false;      // the one-GPU stand-in
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ev_in = nullptr, ev_out = nullptr;
+    uint8_t* cache_mem = nullptr;  // on the peer
+    uint8_t* work_mem = nullptr;   // on the peer
+    uint8_t* route_mem = nullptr;  // on the primary: ids, partial output, route maps
+    std::vector<PeerLayer> layers;
+    // On the peer.
+    float *xn = nullptr, *weights = nullptr, *out = nullptr;
+    int32_t* ids = nullptr;
+    MoeGroups groups;
+    Work work{};
+    // On the primary.
+    int32_t* d_ids = nullptr;      // the step's choices remapped to this peer's slots
+    float* out_primary = nullptr;  // its partial output, copied back
+  };
+  std::vector<Peer> peers;
   DevMatrix token_embd, output;
   const float* output_norm = nullptr;
   RopeConfig rope;
@@ -289,6 +329,7 @@ struct CudaDecoder::Impl {
   // ---- hybrid MoE ----
   uint8_t* cache_mem = nullptr;
   uint8_t* staging_mem = nullptr;     // one layer's whole expert stack (streamed prefill)
+  int32_t* owner_mem = nullptr;       // [n_layer][n_expert] owner maps (primary)
   // Pinned staging ring: kRingSlots slots, each reusable once its DMA (on
   // copy_stream) has finished (slot_free events, blocking sync).
   static constexpr int kRingSlots = 4;
@@ -344,7 +385,7 @@ struct CudaDecoder::Impl {
         last = s;
         const int layer = mailbox->layer, n = mailbox->n;
         if (layer >= 0 && layer < static_cast<int>(layers.size()) && n >= 1 && n <= L.T)
-          opt.cpu.run(opt.cpu.ctx, layer, n, h_xn, h_ids, h_w, layers[layer].slot_of.data(), h_out);
+          opt.cpu.run(opt.cpu.ctx, layer, n, h_xn, h_ids, h_w, layers[layer].owner_of.data(), h_out);
         __atomic_store_n(&mailbox->done_seq, s, __ATOMIC_RELEASE);
       }
     }
@@ -376,6 +417,18 @@ struct CudaDecoder::Impl {
     if (weight_mem) cudaFree(weight_mem);
     if (cache_mem) cudaFree(cache_mem);
     if (staging_mem) cudaFree(staging_mem);
+    if (owner_mem) cudaFree(owner_mem);
+    for (Peer& p : peers) {
+      if (!p.same_device) cudaSetDevice(p.device);
+      if (p.stream) cudaStreamSynchronize(p.stream);
+      if (p.cache_mem) cudaFree(p.cache_mem);
+      if (p.work_mem) cudaFree(p.work_mem);
+      if (p.stream) cudaStreamDestroy(p.stream);
+      if (p.ev_in) cudaEventDestroy(p.ev_in);
+      if (p.ev_out) cudaEventDestroy(p.ev_out);
+      if (!p.same_device) cudaSetDevice(opt.device);
+      if (p.route_mem) cudaFree(p.route_mem);
+    }
     if (ring) cudaFreeHost(ring);
     if (copy_stream) cudaStreamDestroy(copy_stream);
     for (cudaEvent_t ev : slot_free)
@@ -422,6 +475,8 @@ struct CudaDecoder::Impl {
     bool q8 = false, f16 = false;
   };
 
+  Work main_work() const { return Work{stream, ffn_gate, ffn_up, ffn_h, ffn_down, act_q8, act_f16}; }
+
   static bool use_gemv(const DevMatrix& m, int n) {
     return n <= kGemvMaxCols || (m.type != 0 && m.n_in % 32 != 0);
   }
@@ -429,29 +484,31 @@ struct CudaDecoder::Impl {
     return use_gemv(m, n) ? act_format_gemv(m.type) : act_format_gemm(m.type);
   }
 
-  bool ensure(Src& s, ActFormat f) {
+  bool ensure(Src& s, ActFormat f, const Work& w) {
     cudaError_t e = cudaSuccess;
     if (f == ActFormat::Q8_1 && !s.q8) {
-      e = quantize_q8_1(s.f32, s.n, s.rows, s.n, act_q8, stream);
+      e = quantize_q8_1(s.f32, s.n, s.rows, s.n, w.act_q8, w.stream);
       s.q8 = true;
     } else if (f == ActFormat::F16 && !s.f16) {
-      e = convert_f16(s.f32, s.n, s.rows, s.n, act_f16, L.widest, stream);
+      e = convert_f16(s.f32, s.n, s.rows, s.n, w.act_f16, L.widest, w.stream);
       s.f16 = true;
     }
     return e == cudaSuccess || fail("activation conversion", e);
   }
+  bool ensure(Src& s, ActFormat f) { return ensure(s, f, main_work()); }
 
-  ActView view(const Src& s, int row0 = 0) const {
+  ActView view(const Src& s, int row0, const Work& w) const {
     ActView a;
     a.f32 = s.f32 + static_cast<int64_t>(row0) * s.n;
     a.f32_stride = s.n;
-    a.q8 = act_q8;
-    a.q8.qs += static_cast<int64_t>(row0) * act_q8.qs_stride;
-    a.q8.ds += static_cast<int64_t>(row0) * act_q8.ds_stride;
-    a.f16 = act_f16 + static_cast<int64_t>(row0) * L.widest;
+    a.q8 = w.act_q8;
+    a.q8.qs += static_cast<int64_t>(row0) * w.act_q8.qs_stride;
+    a.q8.ds += static_cast<int64_t>(row0) * w.act_q8.ds_stride;
+    a.f16 = w.act_f16 + static_cast<int64_t>(row0) * L.widest;
     a.f16_stride = L.widest;
     return a;
   }
+  ActView view(const Src& s, int row0 = 0) const { return view(s, row0, main_work()); }
 
   // y = src · Wᵀ for src.rows rows.
   bool matmul(const DevMatrix& w, Src& src, float* y, int64_t y_stride, bool accumulate) {
@@ -579,11 +636,14 @@ struct CudaDecoder::Impl {
       return gpu_experts(ly.staged, g, ly.n_uncached, xs, n) && combine(groups.weights, nullptr, n);
     }
     if (ly.cpu_part) {
-      if ((e = hybrid_export(xs.f32, n, hp.n_embd, groups.ids, groups.weights, kk, ly.d_slot_of, dv_xn, dv_ids, dv_w,
+      if ((e = hybrid_export(xs.f32, n, hp.n_embd, groups.ids, groups.weights, kk, ly.d_owner_of, dv_xn, dv_ids, dv_w,
                              d_pending, stream)) != cudaSuccess ||
           (e = hybrid_post(dv_mailbox, layer, n, d_pending, d_seq, stream)) != cudaSuccess)
         return fail("hybrid MoE (post)", e);
     }
+    // The peers compute their choices on their own streams meanwhile.
+    for (Peer& p : peers)
+      if (p.layers[layer].slots > 0 && !peer_launch(p, layer, xs, n)) return false;
     if (ly.cache_slots > 0) {
       MoeGroups g = groups;
       g.ids = d_cache_ids;
@@ -592,6 +652,12 @@ struct CudaDecoder::Impl {
       if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n) ||
           !combine(groups.weights, d_cache_ids, n))
         return false;
+    }
+    for (Peer& p : peers) {
+      if (p.layers[layer].slots == 0) continue;
+      if ((e = cudaStreamWaitEvent(stream, p.ev_out, 0)) != cudaSuccess ||
+          (e = add_inplace(x, p.out_primary, static_cast<int64_t>(n) * hp.n_embd, stream)) != cudaSuccess)
+        return fail("peer MoE (join)", e);
     }
     if (ly.cpu_part) {
       if ((e = hybrid_wait(dv_mailbox, d_pending, d_seq, d_error, kServerTimeoutNs, stream)) != cudaSuccess ||
@@ -678,7 +744,235 @@ struct CudaDecoder::Impl {
 
   // gate/up GLU and down of the grouped slots (n_groups experts in the stacks),
   // per-slot outputs in ffn_down.
-  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n) {
+  // bytes from primary memory to peer memory (or back), on stream st.
+  cudaError_t peer_copy(const Peer& p, void* dst, bool dst_on_peer, const void* src, size_t bytes, cudaStream_t st) const {
+    if (p.same_device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
+    return dst_on_peer ? cudaMemcpyPeerAsync(dst, p.device, src, opt.device, bytes, st)
+                       : cudaMemcpyPeerAsync(dst, opt.device, src, p.device, bytes, st);
+  }
+
+  // A peer's share of a MoE layer: the choices of the experts it computes
+  // (remapped to its slots on the primary), the normed rows and the weights
+  // go over; it groups and computes them, sums them per token into a partial
+  // output (zero where it has no choice) and sends that back. Ordered with
+  // the primary stream by events, so it is captured in the decode graph.
+  bool peer_launch(Peer& p, int layer, const Src& xs, int n) {
+    const PeerLayer& pl = p.layers[layer];
+    const int kk = hp.n_expert_used;
+    const int n_slots = n * kk;
+    cudaError_t e = moe_remap_ids(groups.ids, n_slots, pl.d_route, p.d_ids, nullptr, stream);
+    if (e == cudaSuccess) e = cudaEventRecord(p.ev_in, stream);
+    if (e != cudaSuccess) return fail("peer MoE (fork)", e);
+    if (!p.same_device && (e = cudaSetDevice(p.device)) != cudaSuccess) return fail("cudaSetDevice (peer)", e);
+    auto run = [&]() -> bool {
+      cudaError_t r = cudaStreamWaitEvent(p.stream, p.ev_in, 0);
+      if (r == cudaSuccess) r = peer_copy(p, p.xn, true, xs.f32, static_cast<size_t>(n) * hp.n_embd * 4, p.stream);
+      if (r == cudaSuccess) r = peer_copy(p, p.ids, true, p.d_ids, static_cast<size_t>(n_slots) * 4, p.stream);
+      if (r == cudaSuccess) r = peer_copy(p, p.weights, true, groups.weights, static_cast<size_t>(n_slots) * 4, p.stream);
+      if (r != cudaSuccess) return fail("peer MoE (inputs)", r);
+      MoeGroups g = p.groups;
+      g.ids = p.ids;
+      g.weights = p.weights;
+      if ((r = moe_group(g, n, kk, pl.slots, p.stream)) != cudaSuccess) return fail("moe_group (peer)", r);
+      Src px{p.xn, n, hp.n_embd};
+      if (!gpu_experts(pl.cache, g, pl.slots, px, n, p.work)) return false;
+      const size_t out_bytes = static_cast<size_t>(n) * hp.n_embd * 4;
+      if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) == cudaSuccess)
+        r = moe_combine_masked(p.work.ffn_down, p.weights, p.ids, n, kk, hp.n_embd, p.out, p.stream);
+      if (r == cudaSuccess) r = peer_copy(p, p.out_primary, false, p.out, out_bytes, p.stream);
+      if (r == cudaSuccess) r = cudaEventRecord(p.ev_out, p.stream);
+      return r == cudaSuccess || fail("peer MoE (output)", r);
+    };
+    const bool ok = run();
+    if (!p.same_device && (e = cudaSetDevice(opt.device)) != cudaSuccess) return fail("cudaSetDevice (primary)", e);
+    return ok;
+  }
+
+  // Allocates each peer's expert caches (empty), buffers, stream and events,
+  // and enables peer-to-peer access where the devices allow it.
+  bool create_peers(const ModelWeights& w, std::string* error) {
+    auto bail = [&](const std::string& what, cudaError_t e) {
+      *error = "CUDA decoder: " + cuda_msg(what.c_str(), e);
+      cudaGetLastError();
+      cudaSetDevice(opt.device);
+      return false;
+    };
+    const size_t T = L.T, K = L.K;
+    for (size_t pi = 0; pi < opt.peers.size(); ++pi) {
+      const PeerOptions& po = opt.peers[pi];
+      peers.emplace_back();
+      Peer& p = peers.back();
+      p.device = po.device;
+      p.same_device = po.device == opt.device;
+      const std::string who = "peer " + std::to_string(pi) + " (cuda:" + std::to_string(po.device) + ")";
+      if (p.same_device && !opt.peer_on_same_device_stand_in) {
+        *error = "CUDA decoder: " + who + " is the primary device";
+        return false;
+      }
+      if (po.expert_cache_slots.size() != layers.size()) {
+        *error = "CUDA decoder: " + who + ": expert_cache_slots needs one entry per layer";
+        return false;
+      }
+      int n_dev = 0;
+      cudaGetDeviceCount(&n_dev);
+      if (po.device < 0 || po.device >= n_dev) {
+        *error = "CUDA decoder: " + who + ": no such device (" + std::to_string(n_dev) + " found)";
+        return false;
+      }
+      cudaError_t e = cudaSuccess;
+      if (!p.same_device) {
+        int can = 0;
+        if (cudaDeviceCanAccessPeer(&can, opt.device, po.device) == cudaSuccess && can) {
+          e = cudaDeviceEnablePeerAccess(po.device, 0);
+          if (e == cudaErrorPeerAccessAlreadyEnabled) e = cudaSuccess;
+          cudaGetLastError();
+        }
+        if ((e = cudaSetDevice(po.device)) != cudaSuccess) return bail("cudaSetDevice (" + who + ")", e);
+        if ((e = kernels_init()) != cudaSuccess) return bail("kernels_init (" + who + ")", e);
+        if (cudaDeviceCanAccessPeer(&can, po.device, opt.device) == cudaSuccess && can) {
+          e = cudaDeviceEnablePeerAccess(opt.device, 0);
+          cudaGetLastError();
+        }
+      }
+      // Caches: the primary's row strides, slots per layer.
+      size_t coff = 0;
+      std::vector<std::array<size_t, 3>> offs(layers.size());
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const int slots = po.expert_cache_slots[l];
+        if (!layers[l].moe || slots <= 0) continue;
+        if (slots > hp.n_expert) {
+          *error = "CUDA decoder: " + who + ": layer " + std::to_string(l) + " cache of " + std::to_string(slots) + " experts";
+          cudaSetDevice(opt.device);
+          return false;
+        }
+        const Layout::Cache& c = L.caches[l];
+        const LayerWeights& lw = w.layers[l];
+        int i = 0;
+        for (auto [stride, m] : {std::pair{c.gate_stride, &lw.gate_exps.first}, {c.up_stride, &lw.up_exps.first},
+                                 {c.down_stride, &lw.down_exps.first}}) {
+          coff = align_up(coff, 256);
+          offs[l][i++] = coff;
+          coff += static_cast<size_t>(slots) * static_cast<size_t>(m->n_out) * stride;
+        }
+      }
+      const size_t cache_bytes = align_up(coff, 256);
+      if (cache_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&p.cache_mem), cache_bytes)) != cudaSuccess)
+        return bail("cudaMalloc (" + who + " expert cache)", e);
+      // Work buffers on the peer (offsets first, then one allocation).
+      size_t used = 0;
+      auto take = [&](size_t bytes) {
+        used = align_up(used, 256);
+        const size_t o = used;
+        used += bytes;
+        return o;
+      };
+      const size_t n_ff = static_cast<size_t>(hp.n_ff_exp), act_rows = static_cast<size_t>(L.act_rows);
+      const size_t o_xn = take(T * hp.n_embd * 4), o_w = take(T * K * 4), o_out = take(T * hp.n_embd * 4),
+                   o_ids = take(T * K * 4), o_off = take((hp.n_expert + 1) * 4), o_slots = take(T * K * 4),
+                   o_active = take(hp.n_expert * 4), o_cnt = take(2 * 4), o_tiles = take(static_cast<size_t>(L.max_tiles) * 4),
+                   o_gate = take(T * K * n_ff * 4), o_up = take(T * K * n_ff * 4), o_h = take(T * K * n_ff * 4),
+                   o_down = take(T * K * hp.n_embd * 4), o_qs = take(act_rows * L.widest),
+                   o_ds = take(act_rows * (L.widest / 32) * 4), o_f16 = take(act_rows * L.widest * 2);
+      const size_t work_bytes = align_up(used, 256);
+      if ((e = cudaMalloc(reinterpret_cast<void**>(&p.work_mem), work_bytes)) != cudaSuccess ||
+          (e = cudaMemset(p.work_mem, 0, work_bytes)) != cudaSuccess)
+        return bail("cudaMalloc (" + who + " buffers)", e);
+      uint8_t* b = p.work_mem;
+      p.xn = reinterpret_cast<float*>(b + o_xn);
+      p.weights = reinterpret_cast<float*>(b + o_w);
+      p.out = reinterpret_cast<float*>(b + o_out);
+      p.ids = reinterpret_cast<int32_t*>(b + o_ids);
+      p.groups.offsets = reinterpret_cast<int32_t*>(b + o_off);
+      p.groups.slots = reinterpret_cast<int32_t*>(b + o_slots);
+      p.groups.active = reinterpret_cast<int32_t*>(b + o_active);
+      p.groups.counters = reinterpret_cast<int32_t*>(b + o_cnt);
+      p.groups.tiles = reinterpret_cast<int32_t*>(b + o_tiles);
+      p.groups.max_tiles = L.max_tiles;
+      if ((e = cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return bail("cudaStreamCreate (" + who + ")", e);
+      p.work.stream = p.stream;
+      p.work.ffn_gate = reinterpret_cast<float*>(b + o_gate);
+      p.work.ffn_up = reinterpret_cast<float*>(b + o_up);
+      p.work.ffn_h = reinterpret_cast<float*>(b + o_h);
+      p.work.ffn_down = reinterpret_cast<float*>(b + o_down);
+      p.work.act_q8.qs = reinterpret_cast<int8_t*>(b + o_qs);
+      p.work.act_q8.qs_stride = L.widest;
+      p.work.act_q8.ds = reinterpret_cast<uint32_t*>(b + o_ds);
+      p.work.act_q8.ds_stride = L.widest / 32;
+      p.work.act_f16 = reinterpret_cast<uint16_t*>(b + o_f16);
+      p.layers.resize(layers.size());
+      for (size_t l = 0; l < layers.size(); ++l) {
+        PeerLayer& pl = p.layers[l];
+        const int slots = layers[l].moe ? std::max(0, po.expert_cache_slots[l]) : 0;
+        pl.slots = slots;
+        pl.slot_of.assign(hp.n_expert, -1);
+        pl.cached.assign(slots, -1);
+        if (slots == 0) continue;
+        const Layout::Cache& c = L.caches[l];
+        const LayerWeights& lw = w.layers[l];
+        int i = 0;
+        for (auto [dst, stride, m] : {std::tuple{&pl.cache.gate, c.gate_stride, &lw.gate_exps.first},
+                                      {&pl.cache.up, c.up_stride, &lw.up_exps.first},
+                                      {&pl.cache.down, c.down_stride, &lw.down_exps.first}}) {
+          dst->data = p.cache_mem + offs[l][i++];
+          dst->type = m->type;
+          dst->n_in = m->n_in;
+          dst->n_out = m->n_out;
+          dst->row_stride = stride;
+          dst->expert_stride = stride * static_cast<size_t>(m->n_out);
+          dst->n_expert = slots;
+        }
+      }
+      if (!p.same_device && (e = cudaSetDevice(opt.device)) != cudaSuccess) return bail("cudaSetDevice", e);
+      // Events (on the primary: record/wait work across devices).
+      for (cudaEvent_t* ev : {&p.ev_in, &p.ev_out})
+        if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate (peer)", e);
+      // On the primary: remapped ids, the partial output, the route maps (every expert: not this peer's).
+      const size_t maps = static_cast<size_t>(hp.n_layer) * hp.n_expert;
+      size_t r_used = 0;
+      auto r_take = [&](size_t bytes) {
+        r_used = align_up(r_used, 256);
+        const size_t o = r_used;
+        r_used += bytes;
+        return o;
+      };
+      const size_t r_ids = r_take(T * K * 4), r_out = r_take(T * hp.n_embd * 4), r_maps = r_take(maps * 4);
+      if ((e = cudaMalloc(reinterpret_cast<void**>(&p.route_mem), align_up(r_used, 256))) != cudaSuccess ||
+          (e = cudaMemset(p.route_mem, 0xff, align_up(r_used, 256))) != cudaSuccess)
+        return bail("cudaMalloc (" + who + " routes)", e);
+      p.d_ids = reinterpret_cast<int32_t*>(p.route_mem + r_ids);
+      p.out_primary = reinterpret_cast<float*>(p.route_mem + r_out);
+      for (size_t l = 0; l < layers.size(); ++l)
+        p.layers[l].d_route = reinterpret_cast<int32_t*>(p.route_mem + r_maps) + l * hp.n_expert;
+      mem.peers += cache_bytes + work_bytes;
+      mem.scratch += align_up(r_used, 256);
+    }
+    return true;
+  }
+
+  // Recomputes a layer's owner map and each peer's route from the caches
+  // (the primary's cache wins where both hold an expert) and uploads them.
+  cudaError_t refresh_owner(int layer) {
+    Layer& ly = layers[layer];
+    if (ly.owner_of.empty()) return cudaSuccess;
+    for (int x = 0; x < hp.n_expert; ++x) ly.owner_of[x] = ly.slot_of[x];
+    std::vector<int32_t> route(static_cast<size_t>(hp.n_expert));
+    cudaError_t e = cudaSuccess;
+    for (size_t p = 0; p < peers.size() && e == cudaSuccess; ++p) {
+      PeerLayer& pl = peers[p].layers[layer];
+      if (pl.slots == 0) continue;
+      for (int x = 0; x < hp.n_expert; ++x) {
+        const bool mine = ly.slot_of[x] < 0 && pl.slot_of[x] >= 0 && ly.owner_of[x] < 0;
+        route[x] = mine ? pl.slot_of[x] : -1;
+        if (mine) ly.owner_of[x] = hp.n_expert + static_cast<int32_t>(p);
+      }
+      e = cudaMemcpy(pl.d_route, route.data(), route.size() * 4, cudaMemcpyHostToDevice);
+    }
+    if (e == cudaSuccess) e = cudaMemcpy(ly.d_owner_of, ly.owner_of.data(), ly.owner_of.size() * 4, cudaMemcpyHostToDevice);
+    return e;
+  }
+
+  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const Work& w) {
     const int kk = hp.n_expert_used;
     const int n_slots = n * kk;
     cudaError_t e;
@@ -686,34 +980,38 @@ struct CudaDecoder::Impl {
     const int n_ff = hp.n_ff_exp;
     const bool gemv_up = use_gemv(ly.gate, n) || use_gemv(ly.up, n);
     if (gemv_up) {
-      if (!ensure(xs, act_format_gemv(ly.gate.type)) || !ensure(xs, act_format_gemv(ly.up.type))) return false;
+      if (!ensure(xs, act_format_gemv(ly.gate.type), w) || !ensure(xs, act_format_gemv(ly.up.type), w)) return false;
       if (ly.gate.type == ly.up.type && ly.gate.row_stride == ly.up.row_stride) {
-        e = moe_gemv_glu(ly.gate, ly.up, view(xs), groups, kk, max_active, n, ffn_h, n_ff, stream);
+        e = moe_gemv_glu(ly.gate, ly.up, view(xs, 0, w), groups, kk, max_active, n, w.ffn_h, n_ff, w.stream);
         if (e != cudaSuccess) return fail("moe_gemv_glu", e);
       } else {
-        e = moe_gemv(ly.gate, view(xs), groups, kk, max_active, n, ffn_gate, n_ff, stream);
-        if (e == cudaSuccess) e = moe_gemv(ly.up, view(xs), groups, kk, max_active, n, ffn_up, n_ff, stream);
-        if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
+        e = moe_gemv(ly.gate, view(xs, 0, w), groups, kk, max_active, n, w.ffn_gate, n_ff, w.stream);
+        if (e == cudaSuccess) e = moe_gemv(ly.up, view(xs, 0, w), groups, kk, max_active, n, w.ffn_up, n_ff, w.stream);
+        if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
         if (e != cudaSuccess) return fail("moe_gemv", e);
       }
     } else {
-      if (!ensure(xs, act_format_gemm(ly.gate.type)) || !ensure(xs, act_format_gemm(ly.up.type))) return false;
-      e = moe_gemm(ly.gate, view(xs), groups, kk, ffn_gate, n_ff, stream);
-      if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs), groups, kk, ffn_up, n_ff, stream);
-      if (e == cudaSuccess) e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n_slots) * n_ff, ffn_h, stream);
+      if (!ensure(xs, act_format_gemm(ly.gate.type), w) || !ensure(xs, act_format_gemm(ly.up.type), w)) return false;
+      e = moe_gemm(ly.gate, view(xs, 0, w), groups, kk, w.ffn_gate, n_ff, w.stream);
+      if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs, 0, w), groups, kk, w.ffn_up, n_ff, w.stream);
+      if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
       if (e != cudaSuccess) return fail("moe_gemm", e);
     }
-    Src hs{ffn_h, n_slots, n_ff};
+    Src hs{w.ffn_h, n_slots, n_ff};
     if (use_gemv(ly.down, n)) {
-      if (!ensure(hs, act_format_gemv(ly.down.type))) return false;
-      e = moe_gemv(ly.down, view(hs), groups, 1, max_active, n, ffn_down, hp.n_embd, stream);
+      if (!ensure(hs, act_format_gemv(ly.down.type), w)) return false;
+      e = moe_gemv(ly.down, view(hs, 0, w), groups, 1, max_active, n, w.ffn_down, hp.n_embd, w.stream);
       if (e != cudaSuccess) return fail("moe_gemv (down)", e);
     } else {
-      if (!ensure(hs, act_format_gemm(ly.down.type))) return false;
-      e = moe_gemm(ly.down, view(hs), groups, 1, ffn_down, hp.n_embd, stream);
+      if (!ensure(hs, act_format_gemm(ly.down.type), w)) return false;
+      e = moe_gemm(ly.down, view(hs, 0, w), groups, 1, w.ffn_down, hp.n_embd, w.stream);
       if (e != cudaSuccess) return fail("moe_gemm (down)", e);
     }
     return true;
+  }
+
+  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n) {
+    return gpu_experts(ly, groups, n_groups, xs, n, main_work());
   }
 
   bool dense_block(const Layer& ly, int n) {
@@ -1138,6 +1436,22 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
     *error = "CUDA decoder: internal scratch layout overflow";
     return nullptr;
   }
+  if (L.hybrid) {
+    // Owner maps: every expert starts with the CPU.
+    const size_t maps = static_cast<size_t>(hp.n_layer) * hp.n_expert;
+    if ((e = cudaMalloc(reinterpret_cast<void**>(&I.owner_mem), maps * 4)) != cudaSuccess) return bail("cudaMalloc (owner maps)", e);
+    if ((e = cudaMemset(I.owner_mem, 0xff, maps * 4)) != cudaSuccess) return bail("cudaMemset (owner maps)", e);
+    I.mem.scratch += maps * 4;
+    for (int l = 0; l < hp.n_layer; ++l) {
+      Impl::Layer& ly = I.layers[l];
+      ly.d_owner_of = I.owner_mem + static_cast<size_t>(l) * hp.n_expert;
+      if (ly.moe) ly.owner_of.assign(hp.n_expert, -1);
+    }
+    if (!I.create_peers(w, error)) return nullptr;
+  } else if (!options.peers.empty()) {
+    *error = "CUDA decoder: peer GPUs need hybrid placement (expert_cache_slots)";
+    return nullptr;
+  }
   if ((e = cudaDeviceSynchronize()) != cudaSuccess) return bail("cudaDeviceSynchronize", e);
   if (L.hybrid) I.server = std::thread([&I] { I.server_loop(); });
   return std::unique_ptr<CudaDecoder>(new CudaDecoder(std::move(im)));
@@ -1294,6 +1608,81 @@ bool CudaDecoder::set_host_experts(int layer, const ExpertMatrices& gate, const 
   return true;
 }
 uint64_t CudaDecoder::streamed_layers() const { return impl_->streamed; }
+
+int CudaDecoder::peer_count() const { return static_cast<int>(impl_->peers.size()); }
+int CudaDecoder::peer_device(int peer) const {
+  const Impl& I = *impl_;
+  return peer >= 0 && peer < static_cast<int>(I.peers.size()) ? I.peers[peer].device : -1;
+}
+int CudaDecoder::peer_cache_slots(int peer, int layer) const {
+  const Impl& I = *impl_;
+  if (peer < 0 || peer >= static_cast<int>(I.peers.size()) || layer < 0 || layer >= static_cast<int>(I.layers.size())) return 0;
+  return I.peers[peer].layers[layer].slots;
+}
+int CudaDecoder::owner_of(int layer, int expert) const {
+  const Impl& I = *impl_;
+  if (layer < 0 || layer >= static_cast<int>(I.layers.size()) || expert < 0 || expert >= I.hp.n_expert) return -1;
+  const Impl::Layer& ly = I.layers[layer];
+  if (ly.owner_of.empty()) return ly.moe && !I.L.hybrid ? 0 : -1;
+  const int o = ly.owner_of[expert];
+  return o < 0 ? -1 : o < I.hp.n_expert ? 0 : 1 + (o - I.hp.n_expert);
+}
+
+bool CudaDecoder::set_peer_layer_experts(int peer, int layer, const std::vector<int>& experts, std::string* error) {
+  Impl& I = *impl_;
+  if (peer < 0 || peer >= static_cast<int>(I.peers.size()) || layer < 0 || layer >= static_cast<int>(I.layers.size())) {
+    *error = "CUDA decoder: no peer " + std::to_string(peer) + " / layer " + std::to_string(layer);
+    return false;
+  }
+  Impl::Peer& p = I.peers[peer];
+  Impl::PeerLayer& pl = p.layers[layer];
+  const Impl::Layer& ly = I.layers[layer];
+  if (static_cast<int>(experts.size()) > pl.slots) {
+    *error = "CUDA decoder: " + std::to_string(experts.size()) + " experts for a peer cache of " + std::to_string(pl.slots);
+    return false;
+  }
+  std::vector<char> wanted(I.hp.n_expert, 0);
+  for (int e : experts) {
+    if (e < 0 || e >= I.hp.n_expert || wanted[e]) {
+      *error = "CUDA decoder: bad or repeated expert id " + std::to_string(e);
+      return false;
+    }
+    wanted[e] = 1;
+  }
+  // Keep what is resident; empty the slots of experts no longer wanted; fill free slots.
+  for (int s = 0; s < pl.slots; ++s)
+    if (pl.cached[s] >= 0 && !wanted[pl.cached[s]]) {
+      pl.slot_of[pl.cached[s]] = -1;
+      pl.cached[s] = -1;
+    }
+  cudaError_t e = cudaSuccess;
+  if (!p.same_device) e = cudaSetDevice(p.device);
+  int s = 0;
+  for (int x : experts) {
+    if (e != cudaSuccess) break;
+    if (pl.slot_of[x] >= 0) continue;
+    while (pl.cached[s] >= 0) ++s;
+    for (auto [dst, src] : {std::pair{&pl.cache.gate, &ly.host_gate}, {&pl.cache.up, &ly.host_up}, {&pl.cache.down, &ly.host_down}}) {
+      uint8_t* d = static_cast<uint8_t*>(const_cast<void*>(dst->data)) + static_cast<size_t>(s) * dst->expert_stride;
+      const uint8_t* h = src->first.data + static_cast<size_t>(x) * src->expert_bytes;
+      e = cudaMemcpy2DAsync(d, dst->row_stride, h, src->first.row_bytes, src->first.row_bytes,
+                            static_cast<size_t>(src->first.n_out), cudaMemcpyHostToDevice, p.stream);
+      if (e != cudaSuccess) break;
+    }
+    pl.cached[s] = x;
+    pl.slot_of[x] = s;
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(p.stream);
+  const cudaError_t back = p.same_device ? cudaSuccess : cudaSetDevice(I.opt.device);
+  if (e == cudaSuccess) e = back;
+  if (e == cudaSuccess) e = I.refresh_owner(layer);
+  if (e != cudaSuccess) {
+    *error = "CUDA decoder: " + cuda_msg("peer expert cache copy", e);
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
 int CudaDecoder::cache_slots(int layer) const {
   const Impl& I = *impl_;
   return layer >= 0 && layer < static_cast<int>(I.layers.size()) ? I.layers[layer].cache_slots : 0;
@@ -1357,6 +1746,8 @@ bool CudaDecoder::set_cached_expert(int layer, int slot, int expert, std::string
     e = cudaMemcpyAsync(ly.d_slot_of, ly.slot_of.data(), ly.slot_of.size() * 4, cudaMemcpyHostToDevice, I.stream);
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(ly.d_stage_of, ly.stage_of.data(), ly.stage_of.size() * 4, cudaMemcpyHostToDevice, I.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+    if (e == cudaSuccess) e = I.refresh_owner(layer);
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
   if (e != cudaSuccess) {

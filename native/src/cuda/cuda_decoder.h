@@ -27,6 +27,7 @@ using DeviceInfo = gpu::DeviceInfo;
 using DeviceTopology = gpu::DeviceTopology;
 using CpuExperts = gpu::CpuExperts;
 using HostCopy = gpu::HostCopy;
+using PeerOptions = gpu::PeerOptions;
 using CudaDecoderOptions = gpu::DecoderOptions;
 using CudaDecoderMemory = gpu::DecoderMemory;
 
@@ -88,6 +89,11 @@ class CudaDecoder final : public gpu::Decoder {
   bool set_host_experts(int layer, const ExpertMatrices& gate, const ExpertMatrices& up, const ExpertMatrices& down,
                         bool pinned, std::string* error) override;
   uint64_t streamed_layers() const override;
+  int peer_count() const override;
+  int peer_device(int peer) const override;
+  int peer_cache_slots(int peer, int layer) const override;
+  bool set_peer_layer_experts(int peer, int layer, const std::vector<int>& experts, std::string* error) override;
+  int owner_of(int layer, int expert) const override;
 
   void set_use_graphs(bool on) override;
   bool use_graphs() const override;

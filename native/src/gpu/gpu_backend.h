@@ -49,6 +49,14 @@ struct HostCopy {
   void (*copy)(void* ctx, void* dst, const void* src, size_t bytes) = nullptr;
 };
 
+// A peer GPU of a hybrid decoder (docs/CUDA.md, "Several GPUs"): it holds an
+// expert cache of its own and computes the choices routed to it, beside the
+// primary's cache and the CPU pool.
+struct PeerOptions {
+  int device = 1;
+  std::vector<int> expert_cache_slots;  // [n_layer] experts it caches per MoE layer
+};
+
 struct DecoderOptions {
   int device = 0;
   int n_ctx = 4096;
@@ -63,6 +71,10 @@ struct DecoderOptions {
   // driver's pageable path (bounce buffers, ~3 GB/s measured).
   size_t staging_ring_bytes = size_t{256} << 20;
   HostCopy host_copy;
+  std::vector<PeerOptions> peers;  // hybrid only
+  // Test stand-in for a machine with one GPU: a peer on the primary's own
+  // device (its own stream and memory) runs every multi-GPU code path.
+  bool peer_on_same_device_stand_in = false;
 };
 
 struct DecoderMemory {
@@ -71,6 +83,7 @@ struct DecoderMemory {
   size_t staging = 0;
   size_t kv_cache = 0;
   size_t scratch = 0;
+  size_t peers = 0;  // on the peer devices (expert caches + their buffers); not in total()
   size_t total() const { return weights + expert_cache + staging + kv_cache + scratch; }
 };
 
@@ -100,6 +113,14 @@ class Decoder {
                                 const ExpertMatrices& down, bool pinned, std::string* error) = 0;
   // MoE layer passes that streamed their uncached experts to the GPU (prefill).
   virtual uint64_t streamed_layers() const = 0;
+  // Peers (options.peers): their count, device, per-layer cache size; which
+  // experts a peer caches (the primary's cache wins where both hold one);
+  // who computes an expert: 0 the primary, 1 + p peer p, -1 the CPU.
+  virtual int peer_count() const = 0;
+  virtual int peer_device(int peer) const = 0;
+  virtual int peer_cache_slots(int peer, int layer) const = 0;
+  virtual bool set_peer_layer_experts(int peer, int layer, const std::vector<int>& experts, std::string* error) = 0;
+  virtual int owner_of(int layer, int expert) const = 0;
   virtual void set_use_graphs(bool on) = 0;
   virtual bool use_graphs() const = 0;
   virtual int graph_replays() const = 0;

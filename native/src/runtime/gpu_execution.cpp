@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "gpu/gpu_backend.h"
 #include "runtime/cpu_experts.h"
@@ -66,6 +67,13 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.expert_cache_slots = slots;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
+  o.peer_on_same_device_stand_in = opt_.peer_stand_in;
+  for (size_t p = 0; p < peer_plans_.size(); ++p) {
+    gpu::PeerOptions po;
+    po.device = opt_.peer_devices[p];
+    po.expert_cache_slots = peer_plans_[p].slots;
+    o.peers.push_back(std::move(po));
+  }
   o.host_copy = gpu::HostCopy{pool_, &GpuExecution::pool_copy};
   // GUILD_STAGING_RING_MIB=0 turns the pinned ring off (the driver's pageable
   // copies): for measuring one path against the other.
@@ -157,7 +165,31 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   in.n_expert = hp.n_expert;
   in.expert_bytes = g->expert_bytes_;
   in.budget_bytes = g->cache_budget_;
-  g->plan_ = plan_expert_placement(in);
+  // Peers: each device's budget for its cache, less its buffers.
+  json::Value peers_json = json::Value::array();
+  std::vector<uint64_t> budgets{g->cache_budget_};
+  for (int d : o.peer_devices) {
+    if (o.experts_on_cpu) break;
+    size_t pf = 0, pt = 0;
+    if (!g->backend_->device_memory(d, &pf, &pt, error)) return nullptr;
+    const uint64_t buffers = static_cast<uint64_t>(o.max_tokens) * std::max(1, hp.n_expert_used) *
+                                 (3ull * hp.n_ff_exp + hp.n_embd) * 4 * 2 + (uint64_t{64} << 20);
+    const int64_t free_left = static_cast<int64_t>(pf) - kGpuReserveBytes - static_cast<int64_t>(buffers);
+    int64_t b = o.peer_budget_bytes >= 0 ? o.peer_budget_bytes : free_left;
+    if (d != o.device) b = std::min<int64_t>(b, free_left);
+    b = std::max<int64_t>(0, b);
+    budgets.push_back(static_cast<uint64_t>(b));
+    g->peer_budgets_.push_back(static_cast<uint64_t>(b));
+    json::Value pj = json::Value::object();
+    pj.set("device", "cuda:" + std::to_string(d));
+    if (d == o.device) pj.set("stand_in", "the primary device itself (one-GPU test stand-in)");
+    pj.set("expert_cache_budget_gib", b / kGiB);
+    peers_json.push_back(std::move(pj));
+  }
+  std::vector<PlacementPlan> plans = plan_devices_placement(in, budgets);
+  g->plan_ = plans[0];
+  g->peer_plans_.assign(plans.begin() + 1, plans.end());
+  if (!g->peer_plans_.empty()) detail->set("peers", std::move(peers_json));
   detail->set("mode", o.experts_on_cpu ? "experts on the CPU" : "hybrid");
   detail->set("expert_cache_budget_gib", g->cache_budget_ / kGiB);
   if (!g->build_decoder(g->plan_.slots, error)) return nullptr;
@@ -168,7 +200,18 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
 bool GpuExecution::apply_plan(const PlacementPlan& plan, std::string* error) {
   for (int l = 0; l < hp_->n_layer; ++l)
     if (dec_->cache_slots(l) > 0 && !dec_->set_layer_experts(l, plan.experts[l], error)) return false;
+  for (int p = 0; p < static_cast<int>(peer_plans_.size()) && p < dec_->peer_count(); ++p)
+    for (int l = 0; l < hp_->n_layer; ++l)
+      if (dec_->peer_cache_slots(p, l) > 0 && !dec_->set_peer_layer_experts(p, l, peer_plans_[p].experts[l], error))
+        return false;
   return true;
+}
+
+uint64_t GpuExecution::peer_experts() const {
+  uint64_t n = 0;
+  for (const PlacementPlan& p : peer_plans_)
+    for (const auto& e : p.experts) n += e.size();
+  return n;
 }
 
 bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ram_available, json::Value* detail) {
@@ -261,7 +304,16 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     const bool moe = expert_bytes_[l] > 0;
     v.set("dense", !moe);
     v.set("gpu_experts", moe ? plan_.slots[l] : 0);
-    v.set("cpu_experts", moe ? hp.n_expert - plan_.slots[l] : 0);
+    int on_peers = 0;
+    if (moe && !peer_plans_.empty()) {
+      json::Value pe = json::Value::array();
+      for (const PlacementPlan& pp : peer_plans_) {
+        pe.push_back(pp.slots[l]);
+        on_peers += pp.slots[l];
+      }
+      v.set("peer_experts", std::move(pe));
+    }
+    v.set("cpu_experts", moe ? hp.n_expert - plan_.slots[l] - on_peers : 0);
     if (moe && hybrid()) {
       json::Value ids = json::Value::array();
       for (int e : plan_.experts[l]) ids.push_back(e);
@@ -328,11 +380,29 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     in.expert_bytes = expert_bytes_;
     in.budget_bytes = cache_budget_;
     in.counts = counts;
-    PlacementPlan next = plan_expert_placement(in);
-    const bool reshape = next.slots != plan_.slots;
+    std::vector<uint64_t> budgets{cache_budget_};
+    budgets.insert(budgets.end(), peer_budgets_.begin(), peer_budgets_.end());
+    std::vector<PlacementPlan> plans = plan_devices_placement(in, budgets);
+    PlacementPlan next = plans[0];
+    bool reshape = next.slots != plan_.slots;
+    for (size_t p = 0; p < peer_plans_.size(); ++p) reshape = reshape || plans[p + 1].slots != peer_plans_[p].slots;
+    peer_plans_.assign(plans.begin() + 1, plans.end());
     if (reshape && !build_decoder(next.slots, error)) return false;
     plan_ = next;
     if (!apply_plan(plan_, error)) return false;
+    if (!peer_plans_.empty()) {
+      json::Value pj = json::Value::array();
+      for (size_t p = 0; p < peer_plans_.size(); ++p) {
+        json::Value v = json::Value::object();
+        v.set("device", "cuda:" + std::to_string(opt_.peer_devices[p]));
+        v.set("experts", static_cast<unsigned long long>(std::accumulate(
+                             peer_plans_[p].slots.begin(), peer_plans_[p].slots.end(), 0ull)));
+        v.set("cache_bytes", static_cast<unsigned long long>(peer_plans_[p].bytes));
+        v.set("expected_hit_rate", peer_plans_[p].expected_hit_rate);
+        pj.push_back(std::move(v));
+      }
+      detail->set("peers", std::move(pj));
+    }
     detail->set("cache_reshaped", reshape);
     // Seed the online policy with the calibration counts.
     policy_.init(hp.n_layer, hp.n_expert, 0.5, 1.5, kPolicyMaxCopies);

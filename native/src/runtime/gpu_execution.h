@@ -33,6 +33,12 @@ struct GpuLoadOptions {
   bool online_policy = true;
   bool stream_prefill = true;  // big prefill steps copy uncached experts to the GPU (CudaDecoderOptions)
   int pin_cpu = -1;  // CPU for the host-callback thread (worker 0 of the pool)
+  // Peer GPUs (hybrid only; docs/CUDA.md, "Several GPUs"): each holds an
+  // expert cache of its own of up to peer_budget_bytes (< 0: its free memory
+  // less the reserve and its buffers).
+  std::vector<int> peer_devices;
+  int64_t peer_budget_bytes = -1;
+  bool peer_stand_in = false;  // tests: the primary device may be its own "peer"
 };
 inline constexpr int64_t kGpuReserveBytes = int64_t{1} << 30;
 
@@ -68,6 +74,7 @@ class GpuExecution {
   const gpu::Decoder& decoder() const { return *dec_; }
   gpu::Decoder& decoder() { return *dec_; }
   uint64_t cached_experts() const;
+  uint64_t peer_experts() const;  // experts cached on the peers, all together
   uint64_t cpu_experts_computed() const;
   double cpu_expert_busy_ms() const;  // the CPU expert pool's time in its layer calls
   uint64_t swaps() const { return swaps_; }
@@ -107,6 +114,8 @@ class GpuExecution {
   std::vector<bool> pinned_layers_;  // [n_layer] once anything is pinned
   uint64_t cache_budget_ = 0;
   PlacementPlan plan_;
+  std::vector<uint64_t> peer_budgets_;      // [peer] bytes for its expert cache
+  std::vector<PlacementPlan> peer_plans_;   // [peer]
   ExpertCachePolicy policy_;
   int steps_since_policy_ = 0;
   uint64_t swaps_ = 0;

@@ -67,6 +67,7 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     bool use_gpu = false;  // decided in stage 2, once the GPU package (if any) is loaded
     bool gpu_required = false;  // cuda:N asked for (by option or $GUILD_GPU): no fallback to the CPU
     int gpu_device = 0;
+    std::vector<int> peer_devices;
     std::string gpu_choice;  // stage 1: auto / cpu / cuda:N
 
     // 1. Device policy: what this machine has, and the user's choices.
@@ -92,6 +93,26 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         const long d = std::strtol(gpu_choice.c_str() + 5, &end, 10);
         if (!end || *end || d < 0 || d > 64) fail(LoadErrorKind::InvalidArgument, "bad GPU device '" + gpu_choice + "'");
         gpu_device = static_cast<int>(d);
+      }
+      // Peer GPUs: "cuda:N" entries separated by commas.
+      for (size_t at = 0; at < options.gpu_peers.size();) {
+        size_t comma = options.gpu_peers.find(',', at);
+        if (comma == std::string::npos) comma = options.gpu_peers.size();
+        const std::string item = options.gpu_peers.substr(at, comma - at);
+        at = comma + 1;
+        char* end = nullptr;
+        const long d = item.rfind("cuda:", 0) == 0 ? std::strtol(item.c_str() + 5, &end, 10) : -1;
+        if (d < 0 || d > 64 || !end || *end)
+          fail(LoadErrorKind::InvalidArgument, "bad peer GPU '" + item + "' (expected cuda:N, comma separated)");
+        if (std::find(peer_devices.begin(), peer_devices.end(), static_cast<int>(d)) != peer_devices.end())
+          fail(LoadErrorKind::InvalidArgument, "peer GPU " + item + " is named twice");
+        peer_devices.push_back(static_cast<int>(d));
+      }
+      if (!peer_devices.empty()) {
+        if (gpu_choice == "cpu") fail(LoadErrorKind::InvalidArgument, "peer GPUs need a GPU (gpu = cpu)");
+        json::Value pj = json::Value::array();
+        for (int d : peer_devices) pj.push_back("cuda:" + std::to_string(d));
+        st.detail.set("gpu_peers", std::move(pj));
       }
       // The devices are known once the GPU package is loaded (stage 2), which
       // completes this record.
@@ -228,6 +249,15 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
           g.set("total_bytes", static_cast<unsigned long long>(info.total_bytes));
           g.set("free_bytes", static_cast<unsigned long long>(info.free_bytes));
           set_policy_gpu(std::move(g));
+          for (int d : peer_devices) {
+            gpu::DeviceInfo pi;
+            std::string pwhy;
+            if (d == gpu_device && !options.gpu_peer_stand_in)
+              fail(LoadErrorKind::InvalidArgument, "peer GPU cuda:" + std::to_string(d) + " is the primary device");
+            if (!gp->gpu->device_info(d, &pi, &pwhy) || pi.cc_major < 8)
+              fail(LoadErrorKind::Unsupported, "peer GPU cuda:" + std::to_string(d) + " is not usable: " +
+                                                   (pwhy.empty() ? "compute capability < 8.0" : pwhy));
+          }
         } else if (why.empty()) {
           why = "device " + std::to_string(gpu_device) + " has compute capability < 8.0";
         }
@@ -398,6 +428,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         go.n_ctx = exec.n_ctx;
         go.budget_bytes = options.gpu_budget_bytes;
         go.experts_on_cpu = options.experts_on_cpu;
+        go.peer_devices = peer_devices;
+        go.peer_budget_bytes = options.gpu_peer_budget_bytes;
+        go.peer_stand_in = options.gpu_peer_stand_in;
         go.pin_cpu = options.pin_threads && !machine.worker_cpus.empty() ? machine.worker_cpus[0] : -1;
         json::Value gd = json::Value::object();
         m->gpu_.reset(GpuExecution::create(*m->gpu_provider_->gpu, m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err)

@@ -48,6 +48,15 @@ struct LoadOptions {
   std::string gpu;
   int64_t gpu_budget_bytes = -1;  // device bytes for this model; < 0: free memory less 1 GiB
   bool experts_on_cpu = false;    // every routed expert on the CPU, dense weights and KV on the GPU
+  // Peer GPUs for a hybrid model (docs/CUDA.md, "Several GPUs"): "" none, or
+  // "cuda:1,cuda:2": each holds an expert cache of its own (its budget:
+  // gpu_peer_budget_bytes, < 0 its free memory less 1 GiB) and computes the
+  // choices routed to it beside the primary and the CPU.
+  std::string gpu_peers;
+  int64_t gpu_peer_budget_bytes = -1;
+  // Tests only: lets the primary device be named as its own peer (a second
+  // stream and memory on one GPU stand in for a second GPU).
+  bool gpu_peer_stand_in = false;
   // Called when a stage starts (fraction = stages done / 14) and as bytes
   // are processed; return false to cancel the load.
   std::function<bool(const char* stage, double fraction)> progress;
