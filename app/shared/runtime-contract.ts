@@ -35,6 +35,13 @@ export interface ModelLoadSettings {
   gpuBudgetGiB?: number;
   /** Every routed expert on the CPU (dense weights and KV on the GPU). */
   expertsOnCpu?: boolean;
+  /**
+   * Peer GPUs of a hybrid model, "cuda:N" entries separated by commas (docs/CUDA.md, "Several GPUs").
+   * Only `guild serve` sets it: the Models page's settings (ModelManager) do not carry it.
+   */
+  gpuPeers?: string;
+  /** Device memory of each peer GPU's expert cache, in GiB. */
+  gpuPeerBudgetGiB?: number;
 }
 
 export interface LoadedModel {

@@ -89,6 +89,29 @@ class LoadModelWorker : public PromiseWorker {
       if (!experts_cpu.IsBoolean()) throw Napi::TypeError::New(Env(), "options.expertsOnCpu must be a boolean");
       experts_on_cpu_ = experts_cpu.As<Napi::Boolean>().Value();
     }
+    // Peer GPUs of a hybrid model: "cuda:N" entries separated by commas ("" = none), and the
+    // device memory of each one's expert cache in bytes.
+    Napi::Value peers = options.Get("gpuPeers");
+    if (!peers.IsUndefined() && !peers.IsNull()) {
+      gpu_peers_ = ArgString(peers, "options.gpuPeers");
+      for (size_t at = 0; at < gpu_peers_.size();) {
+        size_t comma = gpu_peers_.find(',', at);
+        if (comma == std::string::npos) comma = gpu_peers_.size();
+        if (gpu_peers_.compare(at, 5, "cuda:") != 0 || comma - at <= 5)
+          throw Napi::TypeError::New(Env(), "options.gpuPeers must be \"cuda:N\" entries separated by commas");
+        at = comma + 1;
+        if (at == gpu_peers_.size())  // a trailing comma
+          throw Napi::TypeError::New(Env(), "options.gpuPeers must be \"cuda:N\" entries separated by commas");
+      }
+      has_gpu_peers_ = true;
+    }
+    Napi::Value peer_budget = options.Get("gpuPeerBudgetBytes");
+    if (!peer_budget.IsUndefined() && !peer_budget.IsNull()) {
+      if (!peer_budget.IsNumber()) throw Napi::TypeError::New(Env(), "options.gpuPeerBudgetBytes must be a number");
+      gpu_peer_budget_ = peer_budget.As<Napi::Number>().DoubleValue();
+      if (!(gpu_peer_budget_ > 0) || gpu_peer_budget_ > 1e15)
+        throw Napi::RangeError::New(Env(), "options.gpuPeerBudgetBytes must be a positive number of bytes");
+    }
     bool want_progress = !on_progress.IsUndefined() && !on_progress.IsNull();
     if (want_progress && !on_progress.IsFunction()) throw Napi::TypeError::New(Env(), "onProgress must be a function");
     auto state = state_;
@@ -115,6 +138,8 @@ class LoadModelWorker : public PromiseWorker {
     if (has_gpu_) params.gpu = gpu_.c_str();
     params.gpu_budget_bytes = gpu_budget_;
     params.experts_on_cpu = experts_on_cpu_ ? 1 : 0;
+    if (has_gpu_peers_) params.gpu_peers = gpu_peers_.c_str();
+    params.gpu_peer_budget_bytes = gpu_peer_budget_;
     params.progress = &LoadModelWorker::OnProgress;
     params.progress_user = this;
 
@@ -197,6 +222,9 @@ class LoadModelWorker : public PromiseWorker {
   bool has_gpu_ = false;
   double gpu_budget_ = 0;  // <= 0: the C ABI default (free memory less 1 GiB)
   bool experts_on_cpu_ = false;
+  std::string gpu_peers_;
+  bool has_gpu_peers_ = false;
+  double gpu_peer_budget_ = 0;  // <= 0: the C ABI default (each peer's free memory less 1 GiB)
   std::shared_ptr<LoadState> state_ = std::make_shared<LoadState>();
   Napi::FunctionReference on_progress_;
   Napi::ThreadSafeFunction progress_;

@@ -2,6 +2,7 @@
 // point catches everything: nothing throws across this boundary.
 #include "guild/guild.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +110,15 @@ guild_model* guild_model_load(const char* path, const guild_load_params* params,
         if (params->gpu) opt.gpu = params->gpu;
         if (params->gpu_budget_bytes > 0) opt.gpu_budget_bytes = static_cast<int64_t>(params->gpu_budget_bytes);
         opt.experts_on_cpu = params->experts_on_cpu != 0;
+      }
+      if (params->struct_size >= offsetof(guild_load_params, gpu_peer_budget_bytes) + sizeof(params->gpu_peer_budget_bytes)) {
+        if (params->gpu_peers) opt.gpu_peers = params->gpu_peers;
+        const double peer_budget = params->gpu_peer_budget_bytes;
+        if (std::isnan(peer_budget) || peer_budget > 9.0e18) {
+          set_error(error, "gpu_peer_budget_bytes out of range");
+          return nullptr;
+        }
+        if (peer_budget > 0) opt.gpu_peer_budget_bytes = static_cast<int64_t>(peer_budget);
       }
       if (params->progress) {
         auto cb = params->progress;

@@ -43,6 +43,8 @@ export interface OpenModelOptions {
   gpu?: GpuChoice | undefined;
   gpuBudgetGiB?: number | undefined;
   expertsOnCpu?: boolean | undefined;
+  gpuPeers?: string | undefined;
+  gpuPeerBudgetGiB?: number | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -58,6 +60,8 @@ export async function openModel(file: string, options: OpenModelOptions = {}): P
       ...(options.gpu !== undefined && { gpu: options.gpu }),
       ...(options.gpuBudgetGiB !== undefined && { gpuBudgetGiB: options.gpuBudgetGiB }),
       ...(options.expertsOnCpu !== undefined && { expertsOnCpu: options.expertsOnCpu }),
+      ...(options.gpuPeers !== undefined && { gpuPeers: options.gpuPeers }),
+      ...(options.gpuPeerBudgetGiB !== undefined && { gpuPeerBudgetGiB: options.gpuPeerBudgetGiB }),
       ...(options.signal !== undefined && { signal: options.signal }),
     });
   } catch (err) {

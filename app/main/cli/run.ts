@@ -14,7 +14,7 @@ import { Interrupt } from "./interrupt.js";
 import { defaultModelPath, openModel } from "./model-file.js";
 import { Output } from "./output.js";
 import { checkTokenIds } from "./tokens.js";
-import { gpuFlag } from "./gpu-flag.js";
+import { gpuFlag, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -39,6 +39,8 @@ const flags = {
   gpu: { type: "string" },
   "gpu-budget": { type: "number", above: 0 },
   "experts-cpu": { type: "boolean" },
+  "gpu-peers": { type: "string" },
+  "gpu-peer-budget": { type: "number", above: 0 },
 } as const satisfies FlagSpecs;
 
 type RunFlags = ParsedFlags<typeof flags>;
@@ -47,7 +49,8 @@ const usage =
   "guild run [--model PATH] (--prompt TEXT | --prompt-tokens ID,ID,...) [--n-predict N] [--temperature T] " +
   "[--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] " +
   "[--kv-type f16|f32] [--chat] [--json] [--profile-out FILE] [--packages-dir DIR] " +
-  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu]";
+  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu] " +
+  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB]";
 
 function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal"> {
   return {
@@ -157,6 +160,9 @@ async function run(argv: readonly string[]): Promise<number> {
   if (!f.chat && f.prompt === undefined && f["prompt-tokens"] === undefined) {
     throw new UsageError("give --prompt TEXT or --prompt-tokens IDS (or --chat)", usage);
   }
+  const gpu = gpuFlag(f.gpu, usage);
+  const gpuPeers = gpuPeersFlag(f["gpu-peers"], gpu, usage);
+  const gpuPeerBudgetGiB = gpuPeerBudgetFlag(f["gpu-peer-budget"], gpuPeers, usage);
   const file = f.model ?? defaultModelPath();
   const interrupt = new Interrupt();
   const out = new Output();
@@ -169,9 +175,11 @@ async function run(argv: readonly string[]): Promise<number> {
         contextSize: f.ctx,
         kvCacheType: f["kv-type"],
         packagesDir: f["packages-dir"],
-        gpu: gpuFlag(f.gpu, usage),
+        gpu,
         gpuBudgetGiB: f["gpu-budget"],
         expertsOnCpu: f["experts-cpu"],
+        gpuPeers,
+        gpuPeerBudgetGiB,
         signal: interrupt.signal,
       });
     } catch (err) {

@@ -10,7 +10,7 @@ import { parseFlags, type FlagSpecs } from "./args.js";
 import type { Command } from "./command.js";
 import { CliError, exitInterrupted, exitOk, fileError, UsageError } from "./errors.js";
 import { checkModelFile, defaultModelPath } from "./model-file.js";
-import { gpuFlag } from "./gpu-flag.js";
+import { gpuFlag, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -28,12 +28,15 @@ const flags = {
   gpu: { type: "string" },
   "gpu-budget": { type: "number", above: 0 },
   "experts-cpu": { type: "boolean" },
+  "gpu-peers": { type: "string" },
+  "gpu-peer-budget": { type: "number", above: 0 },
 } as const satisfies FlagSpecs;
 
 const usage =
   "guild serve [--model PATH] [--port N] [--host ADDR] [--api-key KEY] [--allow-origin ORIGIN ...] " +
   "[--threads N] [--ctx N] [--kv-type f16|f32] [--max-queue N] [--packages-dir DIR] " +
-  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu]";
+  "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu] " +
+  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB]";
 
 /** Takes every `--allow-origin X` / `--allow-origin=X` out of argv (the flag may repeat; values may be comma-separated). */
 function takeOrigins(argv: readonly string[]): { rest: string[]; origins: string[] } {
@@ -64,9 +67,11 @@ async function run(argv: readonly string[]): Promise<number> {
   const loopback = isLoopbackHost(host);
   if (!loopback && keys.length === 0)
     throw new UsageError(`--host ${host} is not a loopback address: anyone who can reach it could use the model; give --api-key KEY (or set GUILD_API_KEY)`, usage);
+  const gpu = gpuFlag(f.gpu, usage);
+  const gpuPeers = gpuPeersFlag(f["gpu-peers"], gpu, usage);
+  const gpuPeerBudgetGiB = gpuPeerBudgetFlag(f["gpu-peer-budget"], gpuPeers, usage);
   const file = f.model ?? defaultModelPath();
   await checkModelFile(file);
-  const gpu = gpuFlag(f.gpu, usage);
 
   const packagesDir = f["packages-dir"];
   if (packagesDir !== undefined && packagesDir.trim() === "") throw new UsageError("--packages-dir: the directory is empty", usage);
@@ -92,6 +97,8 @@ async function run(argv: readonly string[]): Promise<number> {
       ...(gpu !== undefined && { gpu }),
       ...(f["gpu-budget"] !== undefined && { gpuBudgetGiB: f["gpu-budget"] }),
       ...(f["experts-cpu"] !== undefined && { expertsOnCpu: f["experts-cpu"] }),
+      ...(gpuPeers !== undefined && { gpuPeers }),
+      ...(gpuPeerBudgetGiB !== undefined && { gpuPeerBudgetGiB }),
     });
     const first = await Promise.race([loading.then(() => "loaded" as const), stopped.then(() => "stopped" as const)]);
     if (first === "stopped") {

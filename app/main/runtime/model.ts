@@ -51,6 +51,8 @@ export class GuildModel {
           ...(options.gpu !== undefined ? { gpu: options.gpu } : {}),
           ...(options.gpuBudgetGiB !== undefined ? { gpuBudgetBytes: options.gpuBudgetGiB * 2 ** 30 } : {}),
           ...(options.expertsOnCpu !== undefined ? { expertsOnCpu: options.expertsOnCpu } : {}),
+          ...(options.gpuPeers !== undefined ? { gpuPeers: options.gpuPeers } : {}),
+          ...(options.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetBytes: options.gpuPeerBudgetGiB * 2 ** 30 } : {}),
         },
         options.onProgress,
         signal,

@@ -14,6 +14,10 @@ export interface NativeLoadOptions {
   gpuBudgetBytes?: number;
   /** Every routed expert computed by the CPU (dense weights and KV on the GPU). */
   expertsOnCpu?: boolean;
+  /** Peer GPUs of a hybrid model, "cuda:N" entries separated by commas ("cuda:1,cuda:2"); "" = none. */
+  gpuPeers?: string;
+  /** Device memory of each peer GPU's expert cache, in bytes. */
+  gpuPeerBudgetBytes?: number;
 }
 
 export interface NativeGenerateOptions {

@@ -38,6 +38,14 @@ export interface LoadModelOptions {
   gpuBudgetGiB?: number;
   /** Compute every routed expert on the CPU (dense weights and KV cache on the GPU). */
   expertsOnCpu?: boolean;
+  /**
+   * Peer GPUs of a hybrid model (docs/CUDA.md, "Several GPUs"): "cuda:N" entries separated by commas
+   * ("cuda:1,cuda:2"), each holding an expert cache of its own. Not with gpu "cpu"; the primary device
+   * may not be named. Absent or "": none.
+   */
+  gpuPeers?: string;
+  /** Device memory of each peer GPU's expert cache, in GiB. Absent: each peer's free memory less 1 GiB. */
+  gpuPeerBudgetGiB?: number;
   /** Called on the JS thread as each load stage advances (`fraction` is 0..1 within the load). */
   onProgress?: (stage: string, fraction: number) => void;
   /** Aborts the load; the promise then rejects with the signal's reason. */

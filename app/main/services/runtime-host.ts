@@ -145,6 +145,8 @@ export class RuntimeHost {
         ...(settings.gpu !== undefined ? { gpu: settings.gpu } : {}),
         ...(settings.gpuBudgetGiB !== undefined ? { gpuBudgetGiB: settings.gpuBudgetGiB } : {}),
         ...(settings.expertsOnCpu !== undefined ? { expertsOnCpu: settings.expertsOnCpu } : {}),
+        ...(settings.gpuPeers !== undefined ? { gpuPeers: settings.gpuPeers } : {}),
+        ...(settings.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetGiB: settings.gpuPeerBudgetGiB } : {}),
         ...(this.packagesDir !== undefined ? { packagesDir: this.packagesDir } : {}),
         onProgress: (stage, fraction) => this.emit({ type: "loadProgress", loadId, path: file, stage, fraction }),
         signal: controller.signal,

@@ -67,6 +67,12 @@ typedef struct guild_load_params {
   double gpu_budget_bytes;
   /* Nonzero: every routed expert is computed by the CPU (dense weights and KV on the GPU). */
   int32_t experts_on_cpu;
+  /* Peer GPUs of a hybrid model (docs/CUDA.md, "Several GPUs"): null or "" = none, else
+   * "cuda:N" entries separated by commas ("cuda:1,cuda:2"); each holds an expert cache of
+   * its own. Not with gpu = "cpu"; the primary device may not be named. */
+  const char* gpu_peers;
+  /* Device memory of each peer's expert cache, in bytes; <= 0 = its free memory less 1 GiB. */
+  double gpu_peer_budget_bytes;
 } guild_load_params;
 
 GUILD_API guild_load_params guild_load_params_default(void);

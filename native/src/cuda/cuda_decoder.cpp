@@ -424,9 +424,9 @@ struct CudaDecoder::Impl {
       if (p.cache_mem) cudaFree(p.cache_mem);
       if (p.work_mem) cudaFree(p.work_mem);
       if (p.stream) cudaStreamDestroy(p.stream);
-      if (p.ev_in) cudaEventDestroy(p.ev_in);
       if (p.ev_out) cudaEventDestroy(p.ev_out);
       if (!p.same_device) cudaSetDevice(opt.device);
+      if (p.ev_in) cudaEventDestroy(p.ev_in);
       if (p.route_mem) cudaFree(p.route_mem);
     }
     if (ring) cudaFreeHost(ring);
@@ -746,9 +746,11 @@ struct CudaDecoder::Impl {
   // per-slot outputs in ffn_down.
   // bytes from primary memory to peer memory (or back), on stream st.
   cudaError_t peer_copy(const Peer& p, void* dst, bool dst_on_peer, const void* src, size_t bytes, cudaStream_t st) const {
-    if (p.same_device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st);
-    return dst_on_peer ? cudaMemcpyPeerAsync(dst, p.device, src, opt.device, bytes, st)
-                       : cudaMemcpyPeerAsync(dst, opt.device, src, p.device, bytes, st);
+    // Unified addressing: cudaMemcpyDefault copies between devices (directly
+    // where peer access is enabled) and, unlike cudaMemcpyPeerAsync, can be
+    // captured in a graph.
+    (void)dst_on_peer;
+    return cudaMemcpyAsync(dst, src, bytes, p.same_device ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault, st);
   }
 
   // A peer's share of a MoE layer: the choices of the experts it computes
@@ -923,10 +925,13 @@ struct CudaDecoder::Impl {
           dst->n_expert = slots;
         }
       }
+      // ev_out is recorded on the peer's stream, so it belongs to the peer's
+      // device (an event is recorded only on a stream of its own device; a
+      // stream of another device may wait on it). ev_in belongs to the primary.
+      if ((e = cudaEventCreateWithFlags(&p.ev_out, cudaEventDisableTiming)) != cudaSuccess)
+        return bail("cudaEventCreate (" + who + ")", e);
       if (!p.same_device && (e = cudaSetDevice(opt.device)) != cudaSuccess) return bail("cudaSetDevice", e);
-      // Events (on the primary: record/wait work across devices).
-      for (cudaEvent_t* ev : {&p.ev_in, &p.ev_out})
-        if ((e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate (peer)", e);
+      if ((e = cudaEventCreateWithFlags(&p.ev_in, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate (peer)", e);
       // On the primary: remapped ids, the partial output, the route maps (every expert: not this peer's).
       const size_t maps = static_cast<size_t>(hp.n_layer) * hp.n_expert;
       size_t r_used = 0;
