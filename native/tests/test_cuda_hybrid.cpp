@@ -38,6 +38,7 @@ namespace gc = guild::cuda;
 namespace {
 
 using cuda_test::argmax;
+using cuda_test::greedy;
 using cuda_test::ids_of;
 using cuda_test::load_json;
 using cuda_test::margin;
@@ -148,22 +149,6 @@ void compare(const char* what, const std::vector<float>& a, const std::vector<fl
             decided);
 }
 
-std::vector<int32_t> greedy(GuildModel& m, const std::vector<int32_t>& prompt, int steps) {
-  std::string err;
-  auto s = GuildSession::create(m, 512, &err);
-  if (!s) {
-    CHECK_MSG(false, "session: %s", err.c_str());
-    return {};
-  }
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.max_new_tokens = steps;
-  req.sampling.temperature = 0.0f;
-  req.ignore_eog = true;
-  GenerateResult r = s->generate(req);
-  CHECK_MSG(r.stop != StopReason::Error, "generate: %s", r.error.c_str());
-  return r.tokens;
-}
 
 }  // namespace
 
@@ -211,25 +196,14 @@ TEST(hybrid_greedy_decode_matches_all_gpu_with_graphs) {
   for (const char* name : kModels) {
     Trio t;
     if (!load_trio(fx, name, &t)) continue;
-    const int n_vocab = t.all_gpu->hparams().n_vocab;
     const double tol = is_master(name) ? 0.05 : 0.5;
     json::Value greedy_json = load_json(fx + "/expected/" + name + "/greedy.json");
     const std::vector<int32_t> prompt = ids_of(greedy_json["prompts"].as_array()[0]["prompt_ids"]);
     const int steps = 24;
     // The all-GPU run's margins bound where the two may legitimately part.
-    std::string err;
-    auto s = GuildSession::create(*t.all_gpu, 512, &err);
-    REQUIRE(s);
-    std::vector<float> lg(n_vocab);
-    REQUIRE(s->eval(prompt, false, lg.data(), &err));
-    std::vector<int32_t> ref;
-    size_t must = steps;
-    for (int i = 0; i < steps; ++i) {
-      const int32_t tok = argmax(lg.data(), n_vocab);
-      if (must == static_cast<size_t>(steps) && margin(lg.data(), n_vocab) < tol) must = i;
-      ref.push_back(tok);
-      REQUIRE(s->eval(std::span<const int32_t>(&tok, 1), false, lg.data(), &err));
-    }
+    const cuda_test::GreedyReference reference = cuda_test::greedy_reference(*t.all_gpu, prompt, steps, tol);
+    const std::vector<int32_t>& ref = reference.tokens;
+    const size_t must = reference.must;
     for (GuildModel* m : {t.hybrid.get(), t.experts_cpu.get()}) {
       const int replays0 = m->gpu()->decoder().graph_replays();
       const auto got = greedy(*m, prompt, steps);

@@ -26,6 +26,7 @@
 using namespace guild;
 namespace fs = std::filesystem;
 using cuda_test::argmax;
+using cuda_test::greedy;
 using cuda_test::ids_of;
 using cuda_test::load_json;
 using cuda_test::margin;
@@ -73,22 +74,6 @@ std::vector<float> last_logits(GuildModel& m, const std::vector<int32_t>& ids) {
   return out;
 }
 
-std::vector<int32_t> greedy(GuildModel& m, const std::vector<int32_t>& prompt, int steps) {
-  std::string err;
-  auto s = GuildSession::create(m, 512, &err);
-  if (!s) {
-    CHECK_MSG(false, "session: %s", err.c_str());
-    return {};
-  }
-  GenerateRequest req;
-  req.prompt = prompt;
-  req.max_new_tokens = steps;
-  req.sampling.temperature = 0.0f;
-  req.ignore_eog = true;
-  GenerateResult r = s->generate(req);
-  CHECK_MSG(r.stop != StopReason::Error, "generate: %s", r.error.c_str());
-  return r.tokens;
-}
 
 // The primary holds about a third of the experts, the peer another third,
 // the CPU the rest; greedy decode (graph replays) and prompt logits agree with
@@ -161,19 +146,9 @@ void check_split(const std::string& peers, bool stand_in, const char* label) {
     // Greedy decode through the captured graph: equal to one GPU until the
     // one-GPU run's own margin drops below the tolerance.
     const int steps = 24;
-    std::string e2;
-    auto s = GuildSession::create(*all_gpu, 512, &e2);
-    REQUIRE(s);
-    std::vector<float> lg(n_vocab);
-    REQUIRE(s->eval(prompt, false, lg.data(), &e2));
-    std::vector<int32_t> ref_tokens;
-    size_t must = steps;
-    for (int i = 0; i < steps; ++i) {
-      const int32_t tok = argmax(lg.data(), n_vocab);
-      if (must == static_cast<size_t>(steps) && margin(lg.data(), n_vocab) < tol) must = i;
-      ref_tokens.push_back(tok);
-      REQUIRE(s->eval(std::span<const int32_t>(&tok, 1), false, lg.data(), &e2));
-    }
+    const cuda_test::GreedyReference reference = cuda_test::greedy_reference(*all_gpu, prompt, steps, tol);
+    const std::vector<int32_t>& ref_tokens = reference.tokens;
+    const size_t must = reference.must;
     // Both compute their prompt's CPU share on the CPU (no streamed prefill,
     // whose rule is timed per load), so the CPU's choice counts compare.
     with_peer->gpu()->decoder().set_stream_min_tokens(0);

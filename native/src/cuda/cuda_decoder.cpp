@@ -215,6 +215,19 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   return true;
 }
 
+// Byte offsets of buffers packed 256-aligned, laid out before the one
+// allocation that holds them.
+struct Offsets {
+  size_t used = 0;
+  size_t take(size_t bytes) {
+    used = align_up(used, 256);
+    const size_t o = used;
+    used += bytes;
+    return o;
+  }
+  size_t total() const { return align_up(used, 256); }
+};
+
 struct Arena {
   uint8_t* base = nullptr;
   size_t used = 0;
@@ -861,13 +874,8 @@ struct CudaDecoder::Impl {
       if (cache_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&p.cache_mem), cache_bytes)) != cudaSuccess)
         return bail("cudaMalloc (" + who + " expert cache)", e);
       // Work buffers on the peer (offsets first, then one allocation).
-      size_t used = 0;
-      auto take = [&](size_t bytes) {
-        used = align_up(used, 256);
-        const size_t o = used;
-        used += bytes;
-        return o;
-      };
+      Offsets wo;
+      auto take = [&](size_t bytes) { return wo.take(bytes); };
       const size_t n_ff = static_cast<size_t>(hp.n_ff_exp), act_rows = static_cast<size_t>(L.act_rows);
       const size_t o_xn = take(T * hp.n_embd * 4), o_w = take(T * K * 4), o_out = take(T * hp.n_embd * 4),
                    o_ids = take(T * K * 4), o_off = take((hp.n_expert + 1) * 4), o_slots = take(T * K * 4),
@@ -875,7 +883,7 @@ struct CudaDecoder::Impl {
                    o_gate = take(T * K * n_ff * 4), o_up = take(T * K * n_ff * 4), o_h = take(T * K * n_ff * 4),
                    o_down = take(T * K * hp.n_embd * 4), o_qs = take(act_rows * L.widest),
                    o_ds = take(act_rows * (L.widest / 32) * 4), o_f16 = take(act_rows * L.widest * 2);
-      const size_t work_bytes = align_up(used, 256);
+      const size_t work_bytes = wo.total();
       if ((e = cudaMalloc(reinterpret_cast<void**>(&p.work_mem), work_bytes)) != cudaSuccess ||
           (e = cudaMemset(p.work_mem, 0, work_bytes)) != cudaSuccess)
         return bail("cudaMalloc (" + who + " buffers)", e);
@@ -934,23 +942,17 @@ struct CudaDecoder::Impl {
       if ((e = cudaEventCreateWithFlags(&p.ev_in, cudaEventDisableTiming)) != cudaSuccess) return bail("cudaEventCreate (peer)", e);
       // On the primary: remapped ids, the partial output, the route maps (every expert: not this peer's).
       const size_t maps = static_cast<size_t>(hp.n_layer) * hp.n_expert;
-      size_t r_used = 0;
-      auto r_take = [&](size_t bytes) {
-        r_used = align_up(r_used, 256);
-        const size_t o = r_used;
-        r_used += bytes;
-        return o;
-      };
-      const size_t r_ids = r_take(T * K * 4), r_out = r_take(T * hp.n_embd * 4), r_maps = r_take(maps * 4);
-      if ((e = cudaMalloc(reinterpret_cast<void**>(&p.route_mem), align_up(r_used, 256))) != cudaSuccess ||
-          (e = cudaMemset(p.route_mem, 0xff, align_up(r_used, 256))) != cudaSuccess)
+      Offsets ro;
+      const size_t r_ids = ro.take(T * K * 4), r_out = ro.take(T * hp.n_embd * 4), r_maps = ro.take(maps * 4);
+      if ((e = cudaMalloc(reinterpret_cast<void**>(&p.route_mem), ro.total())) != cudaSuccess ||
+          (e = cudaMemset(p.route_mem, 0xff, ro.total())) != cudaSuccess)
         return bail("cudaMalloc (" + who + " routes)", e);
       p.d_ids = reinterpret_cast<int32_t*>(p.route_mem + r_ids);
       p.out_primary = reinterpret_cast<float*>(p.route_mem + r_out);
       for (size_t l = 0; l < layers.size(); ++l)
         p.layers[l].d_route = reinterpret_cast<int32_t*>(p.route_mem + r_maps) + l * hp.n_expert;
       mem.peers += cache_bytes + work_bytes;
-      mem.scratch += align_up(r_used, 256);
+      mem.scratch += ro.total();
     }
     return true;
   }
