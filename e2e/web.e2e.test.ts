@@ -287,8 +287,38 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await budget.fill("0");
     await expect.poll(() => page.getByTestId("load-settings-errors").textContent()).toMatch(/GPU memory budget must be a positive number of GiB/);
     expect(await row.getByRole("button", { name: "Load" }).isDisabled()).toBe(true);
+    // Peer GPUs and their budget, explained as typed.
+    const errors = () => page.getByTestId("load-settings-errors").textContent();
+    const peers = page.getByLabel("Peer GPUs", { exact: true });
+    const peerBudget = page.getByLabel("Peer budget (GiB)", { exact: true });
+    expect(await peers.getAttribute("placeholder")).toBe("cuda:1,cuda:2");
+    await budget.fill("");
+    await peers.fill("cuda:1;cuda:2");
+    await expect.poll(errors).toMatch(/Peer GPUs must be cuda:N entries separated by commas/);
+    await peers.fill("cuda:1, cuda:1");
+    await expect.poll(errors).toMatch(/Peer GPUs name cuda:1 twice\./);
+    await page.getByLabel("Device", { exact: true }).selectOption("cuda");
+    await page.getByLabel("CUDA device number", { exact: true }).fill("1");
+    await peers.fill("cuda:2,cuda:1");
+    await expect.poll(errors).toMatch(/Peer GPUs cannot include cuda:1: it is the device the model loads on\./);
+    await peers.fill("");
+    await peerBudget.fill("0");
+    await expect.poll(errors).toMatch(/Peer budget must be a positive number of GiB/);
+    await peerBudget.fill("4");
+    await expect.poll(errors).toMatch(/Peer budget needs peer GPUs/);
+    expect(await row.getByRole("button", { name: "Load" }).isDisabled()).toBe(true);
+    await peers.fill("cuda:2,cuda:3");
+    await expect.poll(() => page.getByTestId("load-settings-errors").count()).toBe(0);
+    await page.getByTestId("gpu-settings").screenshot({ path: path.join(artifactsDir, "gpu-settings-peers.png") });
+    // ModelManager checks them again, whatever the page sends.
+    const refused = await served.web.services.contract.models.load({ path: "/nonexistent.gguf", settings: { gpu: "cuda:1", gpuPeers: "cuda:1" } })
+      .then(() => "loaded", (e: unknown) => (e as Error).message);
+    expect(refused).toBe("gpuPeers: cuda:1 is the primary device (gpu)");
+    await budget.fill("0");
     await page.getByLabel("Device", { exact: true }).selectOption("cpu");
     expect(await budget.isDisabled()).toBe(true);
+    expect(await peers.isDisabled()).toBe(true);
+    expect(await peerBudget.isDisabled()).toBe(true);
     expect(await page.getByTestId("load-settings-errors").count()).toBe(0);
     await page.getByLabel("Threads", { exact: true }).fill("1");
     const before = (await served.web.services.contract.models.current())!.id;
@@ -333,6 +363,19 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await expect.poll(() => fit.textContent()).toMatch(/too small/);
     await budget.fill("2");
     await expect.poll(() => fit.textContent()).toMatch(/everything fits/);
+    // A budget that holds half the experts: with a peer budget typed, the peer takes the next quarter.
+    const demo = (await served.web.services.contract.models.list()).find((f) => f.name === "guild-demo-qwen3moe-Q8_0.gguf")!;
+    const memory = (await served.web.services.contract.models.inspect({ path: demo.path })).memory;
+    const GiB = 2 ** 30;
+    await budget.fill(((memory.denseBytes + memory.kvCacheBytes + 0.5 * GiB + memory.expertBytes / 2) / GiB).toFixed(9));
+    await expect.poll(() => fit.textContent()).toMatch(/about 50 % of the expert bytes cached; .* of experts stay in RAM for the CPU/);
+    const peers = page.getByLabel("Peer GPUs", { exact: true });
+    await peers.fill("cuda:1");
+    await expect.poll(() => fit.textContent()).toMatch(/The peer GPUs are not counted: type a peer budget/);
+    await page.getByLabel("Peer budget (GiB)", { exact: true }).fill((memory.expertBytes / 4 / GiB).toFixed(12));
+    await expect.poll(() => fit.textContent()).toMatch(/about 50 % of the expert bytes cached, 25 % on the peer GPU \(1 × [\d.]+ GiB\); .* of experts stay in RAM/);
+    await peers.fill("");
+    await page.getByLabel("Peer budget (GiB)", { exact: true }).fill("");
     await budget.fill("");
     const stages: string[] = [];
     const off = served.web.services.subscribe((name, p) => { if (name === "model.progress") stages.push((p as { stage: string }).stage); });

@@ -36,11 +36,11 @@ export interface ModelLoadSettings {
   /** Every routed expert on the CPU (dense weights and KV on the GPU). */
   expertsOnCpu?: boolean;
   /**
-   * Peer GPUs of a hybrid model, "cuda:N" entries separated by commas (docs/CUDA.md, "Several GPUs").
-   * Only `guild serve` sets it: the Models page's settings (ModelManager) do not carry it.
+   * Peer GPUs of a hybrid model, "cuda:N" entries separated by commas (docs/CUDA.md, "Several GPUs");
+   * "" = none. Not with gpu "cpu"; the primary device may not be named (ModelManager checks both).
    */
   gpuPeers?: string;
-  /** Device memory of each peer GPU's expert cache, in GiB. */
+  /** Device memory of each peer GPU's expert cache, in GiB (needs gpuPeers); absent = its free memory less 1 GiB. */
   gpuPeerBudgetGiB?: number;
 }
 

@@ -174,5 +174,23 @@ function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
     if (typeof s.expertsOnCpu !== "boolean") throw new RuntimeError("expertsOnCpu must be true or false", "invalid");
     out.expertsOnCpu = s.expertsOnCpu;
   }
+  // Peer GPUs (docs/CUDA.md, "Several GPUs"), checked like `--gpu-peers` (cli/gpu-flag.ts): "" = none.
+  if (s.gpuPeers !== undefined) {
+    const malformed = 'gpuPeers must be "cuda:N" entries separated by commas';
+    if (typeof s.gpuPeers !== "string" || s.gpuPeers.length > 1000) throw new RuntimeError(malformed, "invalid");
+    const peers = s.gpuPeers.trim() === "" ? [] : s.gpuPeers.split(",").map((p) => p.trim());
+    if (!peers.every((p) => /^cuda:(0|[1-9][0-9]?)$/.test(p))) throw new RuntimeError(malformed, "invalid");
+    const twice = peers.find((p, i) => peers.indexOf(p) !== i);
+    if (twice !== undefined) throw new RuntimeError(`gpuPeers names ${twice} twice`, "invalid");
+    if (peers.length > 0 && out.gpu === "cpu") throw new RuntimeError('gpuPeers need a GPU: they cannot go with gpu "cpu"', "invalid");
+    if (out.gpu !== undefined && peers.includes(out.gpu)) throw new RuntimeError(`gpuPeers: ${out.gpu} is the primary device (gpu)`, "invalid");
+    if (peers.length > 0) out.gpuPeers = peers.join(",");
+  }
+  if (s.gpuPeerBudgetGiB !== undefined) {
+    if (typeof s.gpuPeerBudgetGiB !== "number" || !Number.isFinite(s.gpuPeerBudgetGiB) || s.gpuPeerBudgetGiB <= 0 || s.gpuPeerBudgetGiB > 1 << 20)
+      throw new RuntimeError("gpuPeerBudgetGiB must be a positive number of GiB", "invalid");
+    if (out.gpuPeers === undefined) throw new RuntimeError("gpuPeerBudgetGiB needs gpuPeers", "invalid");
+    out.gpuPeerBudgetGiB = s.gpuPeerBudgetGiB;
+  }
   return out;
 }

@@ -1,5 +1,5 @@
 // ModelManager's check of the load settings (sanitizeSettings) before anything
-// is loaded: the GPU choice, the budget and expertsOnCpu, good and bad. A host
+// is loaded: the GPU choice, the budget, expertsOnCpu and the peer GPUs, good and bad. A host
 // that records what it is asked to load stands in for the runtime; the file
 // check before a load reads the real embedded model.
 import { describe, expect, it } from "vitest";
@@ -62,6 +62,40 @@ describe("ModelManager load settings (sanitizeSettings)", () => {
   it("refuses an expertsOnCpu that is not a boolean", async () => {
     for (const expertsOnCpu of ["true", 1, 0, null])
       expect((await refusal({ expertsOnCpu })).message, String(expertsOnCpu)).toBe("expertsOnCpu must be true or false");
+  });
+
+  it("passes peer GPUs and their budget through, normalized", async () => {
+    const cases: [ModelLoadSettings, ModelLoadSettings][] = [
+      [{ gpuPeers: "cuda:1" }, { gpuPeers: "cuda:1" }],
+      [{ gpu: "cuda:0", gpuPeers: " cuda:1, cuda:2 ", gpuPeerBudgetGiB: 12.5 }, { gpu: "cuda:0", gpuPeers: "cuda:1,cuda:2", gpuPeerBudgetGiB: 12.5 }],
+      [{ gpu: "cuda:3", gpuPeers: "cuda:0" }, { gpu: "cuda:3", gpuPeers: "cuda:0" }],
+      [{ gpu: "auto", gpuPeers: "cuda:0,cuda:1" }, { gpu: "auto", gpuPeers: "cuda:0,cuda:1" }],
+      [{ gpuPeers: "" }, {}],  // "" = none
+      [{ gpu: "cpu", gpuPeers: "  " }, { gpu: "cpu" }],
+    ];
+    for (const [settings, sent] of cases) {
+      const { models, loads } = manager();
+      await models.load({ path: embeddedModelPath(), settings });
+      expect(loads, JSON.stringify(settings)).toEqual([sent]);
+    }
+  });
+
+  it("refuses malformed peer GPUs", async () => {
+    for (const gpuPeers of ["cuda", "cuda:1,", ",cuda:1", "cuda:1,,cuda:2", "cuda:1;cuda:2", "CUDA:1", "cuda:01", "cuda:100", "cuda:-1", "gpu1", "cpu", "auto", 1, true, null, ["cuda:1"]])
+      expect((await refusal({ gpuPeers })).message, String(gpuPeers)).toBe('gpuPeers must be "cuda:N" entries separated by commas');
+  });
+
+  it("refuses a peer named twice, peers on the CPU, and the primary device as its own peer", async () => {
+    expect((await refusal({ gpuPeers: "cuda:1,cuda:2, cuda:1" })).message).toBe("gpuPeers names cuda:1 twice");
+    expect((await refusal({ gpu: "cpu", gpuPeers: "cuda:1" })).message).toBe('gpuPeers need a GPU: they cannot go with gpu "cpu"');
+    expect((await refusal({ gpu: "cuda:1", gpuPeers: "cuda:2,cuda:1" })).message).toBe("gpuPeers: cuda:1 is the primary device (gpu)");
+  });
+
+  it("refuses a peer budget that is not a positive number of GiB, or without peers", async () => {
+    for (const gpuPeerBudgetGiB of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, "8", 2 ** 21, null])
+      expect((await refusal({ gpuPeers: "cuda:1", gpuPeerBudgetGiB })).message, String(gpuPeerBudgetGiB)).toBe("gpuPeerBudgetGiB must be a positive number of GiB");
+    for (const settings of [{ gpuPeerBudgetGiB: 8 }, { gpuPeers: "", gpuPeerBudgetGiB: 8 }])
+      expect((await refusal(settings)).message, JSON.stringify(settings)).toBe("gpuPeerBudgetGiB needs gpuPeers");
   });
 
   it("checks the CPU settings too", async () => {

@@ -33,7 +33,8 @@ export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
       <fieldset className="gpu-group" data-testid="gpu-settings">
         <legend>GPU</legend>
         <p className="fine-print" data-testid="gpu-hint">Only used by a CUDA build on a machine with an NVIDIA GPU; elsewhere the model runs on the CPU
-          (and asking for a CUDA device fails the load). Experts beyond the budget stay in RAM and the CPU computes them.
+          (and asking for a CUDA device fails the load). Experts beyond the budget stay in RAM and the CPU computes them,
+          unless peer GPUs (e.g. cuda:1,cuda:2) cache some of them, each in a budget of its own.
           {currentDevice && <> The current model {currentDevice}.</>}</p>
         <div className="settings-row">
           <label>Device
@@ -55,6 +56,16 @@ export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
           <label className="check">
             <input type="checkbox" checked={gpuOn && form.expertsOnCpu} disabled={!gpuOn} onChange={(e) => set("expertsOnCpu", e.target.checked)} />
             Compute all experts on the CPU <small>(dense weights and KV cache on the GPU)</small>
+          </label>
+        </div>
+        <div className="settings-row">
+          <label>Peer GPUs
+            <input value={gpuOn ? form.gpuPeers : ""} onChange={(e) => set("gpuPeers", e.target.value)} disabled={!gpuOn}
+              placeholder="cuda:1,cuda:2" aria-label="Peer GPUs" />
+          </label>
+          <label>Peer budget (GiB)
+            <input value={gpuOn ? form.gpuPeerBudgetGiB : ""} onChange={(e) => set("gpuPeerBudgetGiB", e.target.value)} disabled={!gpuOn}
+              placeholder="free − 1 GiB" inputMode="decimal" aria-label="Peer budget (GiB)" />
           </label>
         </div>
       </fieldset>

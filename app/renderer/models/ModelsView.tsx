@@ -4,7 +4,7 @@ import { useShallow } from "zustand/react/shallow";
 import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { formatBytes } from "../common/format.js";
 import { useApp } from "../stores/store.js";
-import { emptyLoadSettingsForm, toLoadSettings } from "./load-settings.js";
+import { emptyLoadSettingsForm, peerList, toLoadSettings } from "./load-settings.js";
 import { GpuFitNote } from "./GpuFitNote.js";
 import { LoadSettings } from "./LoadSettings.js";
 import { stageLabel } from "./stage-labels.js";
@@ -114,7 +114,8 @@ export function ModelsView() {
             </tbody>
           </table>
           {summary.experts > 0 && form.device !== "cpu" && (
-            <GpuFitNote memory={summary.memory} budgetGiB={parsed.settings?.gpuBudgetGiB ?? null} />
+            <GpuFitNote memory={summary.memory} budgetGiB={parsed.settings?.gpuBudgetGiB ?? null}
+              peers={parsed.settings?.gpuPeers ? { count: peerList(parsed.settings.gpuPeers).length, budgetGiB: parsed.settings.gpuPeerBudgetGiB ?? null } : null} />
           )}
         </section>
       )}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { emptyLoadSettingsForm, toLoadSettings, type LoadSettingsForm } from "./load-settings.js";
+import { emptyLoadSettingsForm, peerList, toLoadSettings, type LoadSettingsForm } from "./load-settings.js";
 
 const form = (f: Partial<LoadSettingsForm>): LoadSettingsForm => ({ ...emptyLoadSettingsForm, ...f });
 
@@ -19,6 +19,33 @@ describe("toLoadSettings", () => {
 
   it("drops the GPU budget and expert placement when the device is the CPU", () => {
     expect(toLoadSettings(form({ device: "cpu", gpuBudgetGiB: "-1", expertsOnCpu: true }))).toEqual({ settings: { gpu: "cpu" }, errors: [] });
+  });
+
+  it("sends peer GPUs (normalized) and their budget", () => {
+    expect(toLoadSettings(form({ gpuPeers: " cuda:1 , cuda:2", gpuPeerBudgetGiB: "12.5" })))
+      .toEqual({ settings: { gpuPeers: "cuda:1,cuda:2", gpuPeerBudgetGiB: 12.5 }, errors: [] });
+    expect(toLoadSettings(form({ device: "cuda", cudaDevice: "1", gpuPeers: "cuda:0" })))
+      .toEqual({ settings: { gpu: "cuda:1", gpuPeers: "cuda:0" }, errors: [] });
+    expect(toLoadSettings(form({ gpuPeers: "  " }))).toEqual({ errors: [] });
+    expect(peerList(" cuda:1, cuda:2 ")).toEqual(["cuda:1", "cuda:2"]);
+    expect(peerList(" ")).toEqual([]);
+  });
+
+  it("drops the peer GPUs and their budget when the device is the CPU", () => {
+    expect(toLoadSettings(form({ device: "cpu", gpuPeers: "cuda:1", gpuPeerBudgetGiB: "x" }))).toEqual({ settings: { gpu: "cpu" }, errors: [] });
+  });
+
+  it("explains peer GPUs and a peer budget it cannot send", () => {
+    for (const bad of ["cuda", "cuda:1,", "cuda:1;cuda:2", "CUDA:1", "cuda:01", "cuda:100", "1,2"])
+      expect(toLoadSettings(form({ gpuPeers: bad })).errors, bad).toEqual(["Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none)."]);
+    expect(toLoadSettings(form({ gpuPeers: "cuda:1,cuda:2,cuda:1" })).errors).toEqual(["Peer GPUs name cuda:1 twice."]);
+    expect(toLoadSettings(form({ device: "cuda", cudaDevice: "2", gpuPeers: "cuda:1,cuda:2" })).errors)
+      .toEqual(["Peer GPUs cannot include cuda:2: it is the device the model loads on."]);
+    for (const bad of ["0", "-2", "abc", "1e3"])
+      expect(toLoadSettings(form({ gpuPeers: "cuda:1", gpuPeerBudgetGiB: bad })).errors, bad)
+        .toEqual(["Peer budget must be a positive number of GiB (empty = each peer's free memory less 1 GiB)."]);
+    const r = toLoadSettings(form({ gpuPeerBudgetGiB: "8" }));
+    expect(r).toEqual({ errors: ["Peer budget needs peer GPUs (or leave it empty)."] });
   });
 
   it("explains each value it cannot send", () => {

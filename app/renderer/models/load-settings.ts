@@ -18,10 +18,15 @@ export interface LoadSettingsForm {
   /** GiB; "" = the default (the device's free memory less 1 GiB). */
   gpuBudgetGiB: string;
   expertsOnCpu: boolean;
+  /** Peer GPUs of a hybrid model, "cuda:N" entries separated by commas; "" = none. */
+  gpuPeers: string;
+  /** GiB of each peer's expert cache; "" = the default (each peer's free memory less 1 GiB). */
+  gpuPeerBudgetGiB: string;
 }
 
 export const emptyLoadSettingsForm: LoadSettingsForm = {
   threads: "", contextSize: "", kvCacheType: "", device: "auto", cudaDevice: "0", gpuBudgetGiB: "", expertsOnCpu: false,
+  gpuPeers: "", gpuPeerBudgetGiB: "",
 };
 
 export interface ParsedLoadSettings {
@@ -41,6 +46,17 @@ const wholeNumber = (text: string, max: number): number | null => {
   const n = Number(text);
   return n <= max ? n : null;
 };
+
+/** A positive number of GiB as typed ("8", "7.5", ".5"), else null. */
+const positiveGiB = (text: string): number | null => {
+  const n = /^\d*\.?\d+$|^\d+\.$/.test(text) ? Number(text) : NaN;
+  return n > 0 && Number.isFinite(n) ? n : null;
+};
+
+/** The peer GPUs of a comma-separated list as sent ("cuda:1,cuda:2"); [] for none. */
+export function peerList(text: string): string[] {
+  return text.trim() === "" ? [] : text.split(",").map((p) => p.trim());
+}
 
 export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
   const s: ModelLoadSettings = {};
@@ -67,11 +83,26 @@ export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
   if (gpuFieldsApply(form)) {
     const budget = form.gpuBudgetGiB.trim();
     if (budget) {
-      const n = /^\d*\.?\d+$|^\d+\.$/.test(budget) ? Number(budget) : NaN;
-      if (!(n > 0) || !Number.isFinite(n)) errors.push("GPU memory budget must be a positive number of GiB (empty = free memory less 1 GiB).");
+      const n = positiveGiB(budget);
+      if (n === null) errors.push("GPU memory budget must be a positive number of GiB (empty = free memory less 1 GiB).");
       else s.gpuBudgetGiB = n;
     }
     if (form.expertsOnCpu) s.expertsOnCpu = true;
+    const peers = peerList(form.gpuPeers);
+    if (peers.length > 0) {
+      const twice = peers.find((p, i) => peers.indexOf(p) !== i);
+      if (!peers.every((p) => /^cuda:(0|[1-9][0-9]?)$/.test(p))) errors.push("Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none).");
+      else if (twice !== undefined) errors.push(`Peer GPUs name ${twice} twice.`);
+      else if (s.gpu !== undefined && peers.includes(s.gpu)) errors.push(`Peer GPUs cannot include ${s.gpu}: it is the device the model loads on.`);
+      else s.gpuPeers = peers.join(",");
+    }
+    const peerBudget = form.gpuPeerBudgetGiB.trim();
+    if (peerBudget) {
+      const n = positiveGiB(peerBudget);
+      if (n === null) errors.push("Peer budget must be a positive number of GiB (empty = each peer's free memory less 1 GiB).");
+      else if (peers.length === 0) errors.push("Peer budget needs peer GPUs (or leave it empty).");
+      else if (s.gpuPeers !== undefined) s.gpuPeerBudgetGiB = n;
+    }
   }
   return Object.keys(s).length > 0 ? { settings: s, errors } : { errors };
 }
