@@ -125,6 +125,10 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
         *error = std::string("CUDA decoder: tensor type ") + std::string(tensor_type_name(e->first.type)) + " of " +
                  n + name + " has no CUDA kernel";
         return false;
+      } else if (e->first.data && e->expert_bytes != static_cast<size_t>(e->first.n_out) * e->first.row_bytes) {
+        // Cache fills and staging copy whole runs of experts as rows.
+        *error = "CUDA decoder: " + n + name + ": expert matrices are not stored back to back";
+        return false;
       }
     }
     if (lw.is_moe() && (!lw.gate_exps.first.data || !lw.up_exps.first.data || !lw.down_exps.first.data)) {
@@ -414,6 +418,17 @@ struct CudaDecoder::Impl {
   void stop_serving() { serving.store(false); }
 
   ~Impl() {
+    // Nothing may still be in flight on any stream when buffers are freed
+    // (after a failed forward only the main stream was synchronized).
+    if (stream || copy_stream) cudaSetDevice(opt.device);
+    if (stream) cudaStreamSynchronize(stream);
+    if (copy_stream) cudaStreamSynchronize(copy_stream);
+    for (Peer& p : peers)
+      if (p.stream) {
+        if (!p.same_device) cudaSetDevice(p.device);
+        cudaStreamSynchronize(p.stream);
+        if (!p.same_device) cudaSetDevice(opt.device);
+      }
     if (server.joinable()) {
       {
         std::lock_guard<std::mutex> lk(server_mu);
@@ -629,14 +644,17 @@ struct CudaDecoder::Impl {
       // choices run from the cache, the others from the staging area; each
       // pass writes only its own choices' rows of ffn_down, and one combine
       // sums every choice in order, as the all-GPU layer does (bit for bit).
-      if (!stage_layer(ly)) return false;
-      ++streamed;
+      // Order: the staging area is free, the cached pass is queued, then the
+      // copies (with the ring the host fills slots while the GPU computes).
+      if (!staging_free()) return false;
       if (ly.cache_slots > 0) {
         MoeGroups g = groups;
         g.ids = d_cache_ids;
         if ((e = moe_group(g, n, kk, ly.cache_slots, stream)) != cudaSuccess) return fail("moe_group", e);
         if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n)) return false;
       }
+      if (!stage_layer(ly)) return false;
+      ++streamed;
       // The cached pass quantized its own hidden rows into the shared
       // activation buffer: the layer input must be converted again.
       xs.q8 = xs.f16 = false;
@@ -688,13 +706,8 @@ struct CudaDecoder::Impl {
     // Pinned host copies: DMA straight from them; otherwise through the pinned
     // ring when there is one; else the driver's pageable path.
     const bool use_ring = ring != nullptr && !ly.host_pinned;
-    const bool side = copy_stream != nullptr;  // copies on the copy stream, joined below
+    const bool side = copy_stream != nullptr;  // copies on the copy stream (after staging_free), joined below
     cudaStream_t cs = side ? copy_stream : stream;
-    // The copy stream may overwrite the staging area only once the main
-    // stream is done with the previous layer's experts.
-    if (side && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
-                     (e = cudaStreamWaitEvent(copy_stream, ev_main_ready, 0)) != cudaSuccess))
-      return fail("expert staging (order)", e);
     for (auto [dst, host] : {std::pair{&ly.staged.gate, &ly.host_gate}, {&ly.staged.up, &ly.host_up},
                              {&ly.staged.down, &ly.host_down}}) {
       uint8_t* base = static_cast<uint8_t*>(const_cast<void*>(dst->data));
@@ -720,6 +733,17 @@ struct CudaDecoder::Impl {
     if (e == cudaSuccess && side && (e = cudaEventRecord(ev_staged, copy_stream)) != cudaSuccess)
       return fail("expert staging (record)", e);
     return e == cudaSuccess || fail("expert staging copy", e);
+  }
+  // The copy stream may overwrite the staging area only once the main stream
+  // is done with the previous layer's staged experts: called where that is
+  // so, before the main stream gets more work (the cached pass), so the
+  // copies overlap it.
+  bool staging_free() {
+    cudaError_t e = cudaSuccess;
+    if (copy_stream && ((e = cudaEventRecord(ev_main_ready, stream)) != cudaSuccess ||
+                        (e = cudaStreamWaitEvent(copy_stream, ev_main_ready, 0)) != cudaSuccess))
+      return fail("expert staging (order)", e);
+    return true;
   }
   // The main stream waits for stage_layer's copies (issued on the copy stream,
   // so they overlap whatever the main stream does in between).
@@ -973,9 +997,14 @@ struct CudaDecoder::Impl {
         route[x] = mine ? pl.slot_of[x] : -1;
         if (mine) ly.owner_of[x] = hp.n_expert + static_cast<int32_t>(p);
       }
-      e = cudaMemcpy(pl.d_route, route.data(), route.size() * 4, cudaMemcpyHostToDevice);
+      // On the decoder's stream, waited for before returning: the forward
+      // streams do not wait for the legacy default stream.
+      e = cudaMemcpyAsync(pl.d_route, route.data(), route.size() * 4, cudaMemcpyHostToDevice, stream);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
     }
-    if (e == cudaSuccess) e = cudaMemcpy(ly.d_owner_of, ly.owner_of.data(), ly.owner_of.size() * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(ly.d_owner_of, ly.owner_of.data(), ly.owner_of.size() * 4, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
     return e;
   }
 
@@ -1575,7 +1604,7 @@ double CudaDecoder::measure_stream_us_per_expert(int layer, std::string* error) 
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
   const auto t0 = std::chrono::steady_clock::now();
-  if (e == cudaSuccess && (!I.stage_layer(ly) || !I.join_staged())) {
+  if (e == cudaSuccess && (!I.staging_free() || !I.stage_layer(ly) || !I.join_staged())) {
     *error = I.err;
     return -1;
   }
@@ -1676,13 +1705,17 @@ bool CudaDecoder::set_peer_layer_experts(int peer, int layer, const std::vector<
                             static_cast<size_t>(src->first.n_out), cudaMemcpyHostToDevice, p.stream);
       if (e != cudaSuccess) break;
     }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(p.stream);
+    if (e != cudaSuccess) break;  // the slot stays empty: its bytes may be partly written
     pl.cached[s] = x;
     pl.slot_of[x] = s;
   }
-  if (e == cudaSuccess) e = cudaStreamSynchronize(p.stream);
   const cudaError_t back = p.same_device ? cudaSuccess : cudaSetDevice(I.opt.device);
   if (e == cudaSuccess) e = back;
-  if (e == cudaSuccess) e = I.refresh_owner(layer);
+  // The routes follow the host maps whatever happened, so no choice is sent
+  // to a slot that no longer holds its expert.
+  const cudaError_t routed = I.refresh_owner(layer);
+  if (e == cudaSuccess) e = routed;
   if (e != cudaSuccess) {
     *error = "CUDA decoder: " + cuda_msg("peer expert cache copy", e);
     cudaGetLastError();

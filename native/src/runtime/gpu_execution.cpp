@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <sys/mman.h>
+
 #include "gpu/gpu_backend.h"
 #include "runtime/cpu_experts.h"
 #include "runtime/model.h"
@@ -224,6 +226,9 @@ bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ra
   if (const char* env = std::getenv("GUILD_PIN_EXPERTS"); env && std::string(env) == "0")
     return not_pinned("GUILD_PIN_EXPERTS=0: streamed copies go through the pinned staging ring");
   if (!backend_->host_alloc || !backend_->host_free) return not_pinned("the GPU package cannot allocate pinned memory");
+  if (pool_->numa())
+    return not_pinned("the experts are placed on NUMA nodes (stage 6): a pinned copy would move them to one node; "
+                      "streamed copies go through the pinned staging ring");
   uint64_t expert_bytes = 0;
   for (int l = 0; l < hp_->n_layer; ++l) expert_bytes += expert_bytes_[l] * static_cast<uint64_t>(hp_->n_expert);
   // The copy must leave room for everything else: an eighth of RAM (at least
@@ -248,6 +253,12 @@ bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ra
       void* block = backend_->host_alloc(n, &why);
       if (!block) break;
       pool_copy(pool_, block, m->first.data, n);
+      // The mapping's pages of this stack are not read any more: unmapping
+      // them keeps the process's resident size honest (they stay in the page
+      // cache, reclaimable, and fault back in if the pointers are restored).
+      const uintptr_t page = 4096, a = reinterpret_cast<uintptr_t>(m->first.data);
+      const uintptr_t lo = (a + page - 1) / page * page, hi = (a + n) / page * page;
+      if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
       pinned_.push_back(PinnedStack{block, m->first.data, m});
       m->first.data = static_cast<const uint8_t*>(block);
       bytes += n;
@@ -525,7 +536,9 @@ bool GpuExecution::drain_counts() {
 }
 
 void GpuExecution::online_step() {
-  if (!drain_counts() || !opt_.online_policy) return;
+  // With peers the plan stays as calibrated: the policy moves experts into the
+  // primary's cache only and would take hot ones from the peers for nothing.
+  if (!drain_counts() || !opt_.online_policy || !peer_plans_.empty()) return;
   std::string err;
   const auto swaps = policy_.update(
       counts_, [&](int l, int s) { return dec_->cached_expert(l, s); }, [&](int l) { return dec_->cache_slots(l); });
