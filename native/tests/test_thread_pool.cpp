@@ -2,6 +2,8 @@
 // created/destroyed rapidly never lose a wake-up (a lost one hangs: ctest's
 // timeout catches it).
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "check.h"
@@ -43,5 +45,30 @@ TEST(pools_created_and_destroyed_immediately) {
       pool.parallel_for(8, [&](int64_t, int) { n++; });
       CHECK(n.load() == 8);
     }
+  }
+}
+
+TEST(held_pool_runs_loops_spaced_past_the_spin_window_and_destroys_while_held) {
+  // Loops 0.5 ms apart (past the 200 µs spin) with the pool held: every task
+  // still runs once; releasing lets workers sleep, and the next loop wakes
+  // them; a pool destroyed while held does not hang.
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  pool.set_hold(true);
+  CHECK(pool.held());
+  for (int loop = 0; loop < 20; ++loop) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    pool.parallel_for(6, [&](int64_t t, int) { sum += t; });
+  }
+  pool.set_hold(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers go to sleep
+  pool.parallel_for(6, [&](int64_t t, int) { sum += t; });
+  CHECK(sum.load() == 21 * 15);
+  {
+    ThreadPool held(4);
+    held.set_hold(true);
+    held.parallel_for(4, [](int64_t, int) {});
   }
 }

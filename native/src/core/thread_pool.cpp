@@ -202,11 +202,15 @@ void ThreadPool::worker_main(int index) {
     // Spin for a short while: decode issues loops every few microseconds.
     // (The clock is read once per 64 pauses, not per poll: clock_gettime on
     // every iteration cost more than the polling itself.)
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     uint64_t now = seen;
     unsigned polls = 0;
     while ((now = generation_.load(std::memory_order_acquire)) == seen) {
       if ((++polls & 63) == 0 && std::chrono::steady_clock::now() > spin_until) {
+        if (hold_.load(std::memory_order_relaxed) && !stop_.load(std::memory_order_relaxed)) {
+          spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);  // held: keep spinning
+          continue;
+        }
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         now = generation_.load(std::memory_order_acquire);

@@ -102,6 +102,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   g->kernels_ = &k;
   g->pool_ = &pool;
   g->opt_ = o;
+  if (const char* env = std::getenv("GUILD_POOL_HOLD"); env && std::string(env) == "0") g->hold_pool_ = false;
   size_t free_b = 0, total_b = 0;
   if (!g->backend_->device_memory(o.device, &free_b, &total_b, error)) return nullptr;
   const int64_t avail = static_cast<int64_t>(free_b) - kGpuReserveBytes;
@@ -560,6 +561,18 @@ double GpuExecution::take_hit_rate() {
 
 bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error) {
   const int T = dec_->max_tokens();
+  // Hybrid: the CPU expert server issues pool loops once per MoE layer; the
+  // workers keep spinning for the whole forward instead of sleeping between
+  // layers (GUILD_POOL_HOLD=0 turns this off, for measuring).
+  struct Hold {
+    ThreadPool* pool;
+    explicit Hold(ThreadPool* p) : pool(p) {
+      if (pool) pool->set_hold(true);
+    }
+    ~Hold() {
+      if (pool) pool->set_hold(false);
+    }
+  } hold(hybrid() && hold_pool_ ? pool_ : nullptr);
   int done = 0;
   while (done < n) {
     const int c = std::min(T, n - done);

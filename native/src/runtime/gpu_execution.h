@@ -112,6 +112,7 @@ class GpuExecution {
   };
   std::vector<PinnedStack> pinned_;
   std::vector<bool> pinned_layers_;  // [n_layer] once anything is pinned
+  bool hold_pool_ = true;             // pool workers spin through hybrid forwards (ThreadPool::set_hold)
   uint64_t cache_budget_ = 0;
   PlacementPlan plan_;
   std::vector<uint64_t> peer_budgets_;      // [peer] bytes for its expert cache
