@@ -13,7 +13,8 @@
 # OUT_DIR/hybrid-bench.txt (a table), printed last. GUILD_BENCH_CONFIGS picks
 # configurations (space separated). Variants for measuring one path against
 # another: budget-{16g,8g}-stream / -cpu force streamed prefill / CPU experts
-# in prefill; budget-8g-ring keeps the experts on the mapping (pinned staging
+# in prefill; budget-8g-nohold lets the pool's workers sleep between layers
+# (GUILD_POOL_HOLD=0); budget-8g-ring keeps the experts on the mapping (pinned staging
 # ring); budget-8g-pageable also turns the ring off (driver's pageable copies)., GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
 OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
@@ -48,6 +49,7 @@ for c in $CONFIGS; do
     budget-8g) run budget-8g 3 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-8g-stream 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-8g-cpu 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-nohold) GUILD_POOL_HOLD=0 run budget-8g-nohold 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-ring) GUILD_PIN_EXPERTS=0 run budget-8g-ring 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-pageable) GUILD_PIN_EXPERTS=0 GUILD_STAGING_RING_MIB=0 run budget-8g-pageable 1 --gpu cuda:0 --gpu-budget-gib 8 ;;
     experts-cpu) run experts-cpu 1 --gpu cuda:0 --experts-cpu ;;
@@ -60,7 +62,7 @@ import json, sys, os
 out = sys.argv[1]
 print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
 names = ["all-gpu", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
-         "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "cpu-only"]
+         "budget-8g-nohold", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "cpu-only"]
 for name in names:
     if not os.path.exists(os.path.join(out, f"bench-{name}.json")) and name not in ("all-gpu", "budget-16g", "budget-8g", "experts-cpu", "cpu-only"):
         continue
