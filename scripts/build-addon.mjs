@@ -3,8 +3,9 @@
 // Release, Ninja, ccache when installed (the top-level CMakeLists picks it up),
 // Node-API headers from the node-api-headers package (package.json's
 // "binary.napi_versions" tells cmake-js so), so nothing is downloaded.
-// Runs as the package's `install` script, i.e. during `npm ci`. GUILD_CUDA=1
-// builds the CUDA backend into it (GUILD_CUDA_ARCHS, default "80;90").
+// Runs as the package's `install` script, i.e. during `npm ci`. The cuda
+// kernel package is built next to the CPU ones when nvcc is found (GUILD_CUDA=1
+// requires it, GUILD_CUDA=0 skips it), for GUILD_CUDA_ARCHS (default "80;90").
 import { spawnSync } from "node:child_process";
 import { availableParallelism } from "node:os";
 import path from "node:path";
@@ -31,10 +32,10 @@ const cmakeJsArgs = (command) => [
   "--target", "guild_addon",
   "--CDGUILD_BUILD_TESTS=OFF",
   "--CDGUILD_BUILD_TOOLS=OFF",
-  // GUILD_CUDA=1: the GPU runtime too (needs nvcc; docs/CUDA.md). GUILD_CUDA_ARCHS picks the
-  // compute capabilities (default "80;90": A100 and H100/H200).
-  `--CDGUILD_CUDA=${process.env.GUILD_CUDA === "1" ? "ON" : "OFF"}`,
-  ...(process.env.GUILD_CUDA === "1" ? [`--CDGUILD_CUDA_ARCHS=${process.env.GUILD_CUDA_ARCHS ?? "80;90"}`] : []),
+  // The GPU package (docs/CUDA.md): AUTO = when CMake finds nvcc. GUILD_CUDA_ARCHS picks the
+  // compute capabilities (default "80;90": A100 and H100/H200; CI builds "90" only).
+  `--CDGUILD_CUDA=${process.env.GUILD_CUDA === "1" ? "ON" : process.env.GUILD_CUDA === "0" ? "OFF" : "AUTO"}`,
+  `--CDGUILD_CUDA_ARCHS=${process.env.GUILD_CUDA_ARCHS ?? "80;90"}`,
 ];
 for (const command of ["configure", "build"]) {
   const result = spawnSync(process.execPath, cmakeJsArgs(command), { cwd: root, stdio: "inherit" });
