@@ -205,15 +205,25 @@ describe("ApiServer (OpenAI-compatible API)", () => {
   });
 
   it("serves four parallel clients one at a time, each with the complete sequential answer", async () => {
+    // A host whose replies take a while however fast the model is (test-only
+    // pacing), so all four requests are queued while the first one runs: the
+    // queue positions below do not depend on the machine's speed.
+    const pacedHost = new RuntimeHost({ maxQueued: 3, testPacing: { tokensPerStep: 2, delayMs: 25 } });
+    await pacedHost.loadModel(embeddedModelPath(), { threads: 2, contextSize: 2048 });
+    const pacedServer = new ApiServer(pacedHost, { port: 0, maxBodyBytes: 16 * 1024 });
+    const pacedBase = (await pacedServer.start()).url;
     const body = { model: modelName, messages: [{ role: "user" as const, content: "What does river mean?" }], temperature: 0, max_tokens: 24 };
     const sequential = (await client.chat.completions.create(body)).choices[0]!.message.content;
     const order: string[] = [];
-    const off = host.subscribe((e) => {
+    const off = pacedHost.subscribe((e) => {
       if (e.type === "started") order.push(`started:${e.requestId}`);
       if (e.type === "done") order.push(`done:${e.result.requestId}`);
     });
-    const results = await Promise.all([0, 1, 2, 3].map(() => streamChat(base, body)));
-    off();
+    const results = await Promise.all([0, 1, 2, 3].map(() => streamChat(pacedBase, body))).finally(async () => {
+      off();
+      await pacedServer.stop();
+      await pacedHost.dispose();
+    });
     for (const r of results) {
       expect(r.text).toBe(sequential);
       expect(r.events.at(-1)).toBe("data: [DONE]");
