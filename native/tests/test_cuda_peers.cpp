@@ -174,10 +174,15 @@ void check_split(const std::string& peers, bool stand_in, const char* label) {
     // The profile names the peer and its plan.
     const json::Value prof = with_peer->profile().to_json();
     bool listed = false;
+    double copy_us = -1;
     for (const auto& st : prof["stages"].as_array())
-      if (st["name"].as_string() == "calibration" && st["detail"]["peers"].is_array())
+      if (st["name"].as_string() == "calibration" && st["detail"]["peers"].is_array()) {
         listed = st["detail"]["peers"].as_array().size() == 1;
+        if (listed) copy_us = st["detail"]["peers"].as_array()[0]["copy_us_per_expert"].as_double(-1);
+      }
     CHECK(listed);
+    std::printf("    peer copy per expert: %.1f us\n", copy_us);
+    CHECK(copy_us > 0);
     ++compared;
   }
   CHECK(compared > 0);

@@ -203,10 +203,19 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
 bool GpuExecution::apply_plan(const PlacementPlan& plan, std::string* error) {
   for (int l = 0; l < hp_->n_layer; ++l)
     if (dec_->cache_slots(l) > 0 && !dec_->set_layer_experts(l, plan.experts[l], error)) return false;
-  for (int p = 0; p < static_cast<int>(peer_plans_.size()) && p < dec_->peer_count(); ++p)
+  peer_fill_us_.resize(peer_plans_.size(), -1.0);  // a fill that copies nothing keeps the last measurement
+  for (int p = 0; p < static_cast<int>(peer_plans_.size()) && p < dec_->peer_count(); ++p) {
+    // Timed: the host-to-peer copy cost per expert (the peers' caches are
+    // filled from empty here), recorded by calibration.
+    uint64_t copied = 0;
+    for (int l = 0; l < hp_->n_layer; ++l)
+      for (int e : peer_plans_[p].experts[l]) copied += dec_->owner_of(l, e) != 1 + p;
+    const auto t0 = Clock::now();
     for (int l = 0; l < hp_->n_layer; ++l)
       if (dec_->peer_cache_slots(p, l) > 0 && !dec_->set_peer_layer_experts(p, l, peer_plans_[p].experts[l], error))
         return false;
+    if (copied > 0) peer_fill_us_[p] = ms_since(t0) * 1e3 / static_cast<double>(copied);
+  }
   return true;
 }
 
@@ -411,6 +420,7 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
                              peer_plans_[p].slots.begin(), peer_plans_[p].slots.end(), 0ull)));
         v.set("cache_bytes", static_cast<unsigned long long>(peer_plans_[p].bytes));
         v.set("expected_hit_rate", peer_plans_[p].expected_hit_rate);
+        if (p < peer_fill_us_.size() && peer_fill_us_[p] > 0) v.set("copy_us_per_expert", peer_fill_us_[p]);
         pj.push_back(std::move(v));
       }
       detail->set("peers", std::move(pj));

@@ -117,6 +117,7 @@ class GpuExecution {
   PlacementPlan plan_;
   std::vector<uint64_t> peer_budgets_;      // [peer] bytes for its expert cache
   std::vector<PlacementPlan> peer_plans_;   // [peer]
+  std::vector<double> peer_fill_us_;        // [peer] measured host-to-peer copy per expert (µs), -1 unknown
   ExpertCachePolicy policy_;
   int steps_since_policy_ = 0;
   uint64_t swaps_ = 0;
