@@ -190,3 +190,25 @@ export interface PlacementLayerJson {
   copy_us_per_expert?: number;
   cold_expert?: string;
 }
+
+/**
+ * The one set of rules for a peer GPU list (docs/CUDA.md, "Several GPUs"), shared by the CLI, the
+ * main process and the Models page, which word the problems their own way: comma-separated
+ * `cuda:N` entries (spaces trimmed; "" = none), none named twice, not with `gpu` "cpu", and not the
+ * primary device `gpu` itself. On success `peers` is the normalized list ("cuda:1,cuda:2" → 2 entries).
+ */
+export type GpuPeersCheck =
+  | { ok: true; peers: string[] }
+  | { ok: false; problem: "malformed" }
+  | { ok: false; problem: "twice" | "primary"; entry: string }
+  | { ok: false; problem: "needs_gpu" };
+
+export function checkGpuPeers(text: string, gpu: string | undefined): GpuPeersCheck {
+  const peers = text.trim() === "" ? [] : text.split(",").map((p) => p.trim());
+  if (!peers.every((p) => /^cuda:(0|[1-9][0-9]?)$/.test(p))) return { ok: false, problem: "malformed" };
+  const twice = peers.find((p, i) => peers.indexOf(p) !== i);
+  if (twice !== undefined) return { ok: false, problem: "twice", entry: twice };
+  if (peers.length > 0 && gpu === "cpu") return { ok: false, problem: "needs_gpu" };
+  if (gpu !== undefined && peers.includes(gpu)) return { ok: false, problem: "primary", entry: gpu };
+  return { ok: true, peers };
+}

@@ -13,7 +13,8 @@
 # OUT_DIR/hybrid-bench.txt (a table), printed last. GUILD_BENCH_CONFIGS picks
 # configurations (space separated). Variants for measuring one path against
 # another: budget-{16g,8g}-stream / -cpu force streamed prefill / CPU experts
-# in prefill; budget-8g-nohold lets the pool's workers sleep between layers
+# in prefill; two-gpus-8g adds cuda:1 as a peer GPU with its own
+# 8 GiB (docs/CUDA.md, "Several GPUs"); budget-8g-nohold lets the pool's workers sleep between layers
 # (GUILD_POOL_HOLD=0); budget-8g-ring keeps the experts on the mapping (pinned staging
 # ring); budget-8g-pageable also turns the ring off (driver's pageable copies)., GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
@@ -47,6 +48,7 @@ for c in $CONFIGS; do
     budget-16g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-16g-stream 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
     budget-16g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-16g-cpu 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
     budget-8g) run budget-8g 3 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    two-gpus-8g) run two-gpus-8g 3 --gpu cuda:0 --gpu-budget-gib 8 --gpu-peers cuda:1 --gpu-peer-budget-gib 8 ;;
     budget-8g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-8g-stream 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-8g-cpu 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-nohold) GUILD_POOL_HOLD=0 run budget-8g-nohold 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
@@ -60,8 +62,8 @@ done
 python3 - "$OUT" > "$OUT/hybrid-bench.txt" <<'PY'
 import json, sys, os
 out = sys.argv[1]
-print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/cpu experts':>16} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
-names = ["all-gpu", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
+print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/peer/cpu experts':>21} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
+names = ["all-gpu", "two-gpus-8g", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
          "budget-8g-nohold", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "cpu-only"]
 for name in names:
     if not os.path.exists(os.path.join(out, f"bench-{name}.json")) and name not in ("all-gpu", "budget-16g", "budget-8g", "experts-cpu", "cpu-only"):
@@ -74,9 +76,9 @@ for name in names:
     g = d.get("gpu", {})
     med = lambda k: d.get(k, {}).get("median", float("nan"))
     vram = g.get("vram_bytes", 0) / 2**30
-    ex = f"{g.get('gpu_experts', 0)}/{g.get('cpu_experts', '-')}"
+    ex = f"{g.get('gpu_experts', 0)}/{g.get('peer_experts', 0)}/{g.get('cpu_experts', '-')}"
     hit = g.get("cache_hit_rate", float("nan"))
     pr = g.get("prefill_probe", {})
-    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>16} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8}")
+    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>21} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8}")
 PY
 cat "$OUT/hybrid-bench.txt"

@@ -1,6 +1,17 @@
 // --gpu: where a command runs the model (docs/CUDA.md, docs/CLI.md).
 import { type GpuChoice, isGpuChoice } from "../runtime/options.js";
+import { checkGpuPeers } from "../../shared/runtime-contract.js";
+import type { FlagSpecs } from "./args.js";
 import { UsageError } from "./errors.js";
+
+/** The GPU flags `guild run` and `guild serve` share (checked below). */
+export const gpuFlagSpecs = {
+  gpu: { type: "string" },
+  "gpu-budget": { type: "number", above: 0 },
+  "experts-cpu": { type: "boolean" },
+  "gpu-peers": { type: "string" },
+  "gpu-peer-budget": { type: "number", above: 0 },
+} as const satisfies FlagSpecs;
 
 /** The --gpu value checked, or undefined when the flag is absent. */
 export function gpuFlag(value: string | undefined, usage: string): GpuChoice | undefined {
@@ -16,16 +27,13 @@ export function gpuFlag(value: string | undefined, usage: string): GpuChoice | u
  */
 export function gpuPeersFlag(value: string | undefined, gpu: GpuChoice | undefined, usage: string): string | undefined {
   if (value === undefined) return undefined;
-  const peers = value.split(",").map((p) => p.trim());
-  for (const p of peers) {
-    if (!/^cuda:(0|[1-9][0-9]?)$/.test(p))
-      throw new UsageError(`--gpu-peers: expected cuda:N[,cuda:N...], got "${value}"`, usage);
-  }
-  const twice = peers.find((p, i) => peers.indexOf(p) !== i);
-  if (twice !== undefined) throw new UsageError(`--gpu-peers: ${twice} is named twice`, usage);
-  if (gpu === "cpu") throw new UsageError("--gpu-peers needs a GPU: it cannot go with --gpu cpu", usage);
-  if (gpu !== undefined && peers.includes(gpu)) throw new UsageError(`--gpu-peers: ${gpu} is the primary device (--gpu)`, usage);
-  return peers.join(",");
+  // An empty value is not "none" here: a flag given must name peers.
+  const check = value.trim() === "" ? ({ ok: false, problem: "malformed" } as const) : checkGpuPeers(value, gpu);
+  if (check.ok) return check.peers.join(",");
+  if (check.problem === "malformed") throw new UsageError(`--gpu-peers: expected cuda:N[,cuda:N...], got "${value}"`, usage);
+  if (check.problem === "twice") throw new UsageError(`--gpu-peers: ${check.entry} is named twice`, usage);
+  if (check.problem === "primary") throw new UsageError(`--gpu-peers: ${check.entry} is the primary device (--gpu)`, usage);
+  throw new UsageError("--gpu-peers needs a GPU: it cannot go with --gpu cpu", usage);
 }
 
 /** The --gpu-peer-budget value (GiB, already checked positive), which needs --gpu-peers. */

@@ -14,7 +14,7 @@ import { Interrupt } from "./interrupt.js";
 import { defaultModelPath, openModel } from "./model-file.js";
 import { Output } from "./output.js";
 import { checkTokenIds } from "./tokens.js";
-import { gpuFlag, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
+import { gpuFlag, gpuFlagSpecs, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -36,11 +36,7 @@ const flags = {
   json: { type: "boolean" },
   "profile-out": { type: "string" },
   "packages-dir": { type: "string" },
-  gpu: { type: "string" },
-  "gpu-budget": { type: "number", above: 0 },
-  "experts-cpu": { type: "boolean" },
-  "gpu-peers": { type: "string" },
-  "gpu-peer-budget": { type: "number", above: 0 },
+  ...gpuFlagSpecs,
 } as const satisfies FlagSpecs;
 
 type RunFlags = ParsedFlags<typeof flags>;

@@ -10,7 +10,7 @@ import { parseFlags, type FlagSpecs } from "./args.js";
 import type { Command } from "./command.js";
 import { CliError, exitInterrupted, exitOk, fileError, UsageError } from "./errors.js";
 import { checkModelFile, defaultModelPath } from "./model-file.js";
-import { gpuFlag, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
+import { gpuFlag, gpuFlagSpecs, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -25,11 +25,7 @@ const flags = {
   "kv-type": { type: "string", choices: ["f16", "f32"] },
   "max-queue": { type: "int", min: 0, max: 100_000 },
   "packages-dir": { type: "string" },
-  gpu: { type: "string" },
-  "gpu-budget": { type: "number", above: 0 },
-  "experts-cpu": { type: "boolean" },
-  "gpu-peers": { type: "string" },
-  "gpu-peer-budget": { type: "number", above: 0 },
+  ...gpuFlagSpecs,
 } as const satisfies FlagSpecs;
 
 const usage =

@@ -6,7 +6,7 @@ import { isGpuChoice } from "../runtime/options.js";
 import { randomUUID } from "node:crypto";
 
 import { loadCancelledMessage, type EventSink, type ModelFile, type ModelService, type ModelSummary } from "../../shared/app-contract.js";
-import { LOAD_STAGES, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
+import { LOAD_STAGES, checkGpuPeers, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
 import { inspectModel } from "../runtime/model.js";
 import type { ModelLibrary } from "./model-library.js";
 import type { ProfileStore } from "./profile-store.js";
@@ -178,13 +178,15 @@ function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
   if (s.gpuPeers !== undefined) {
     const malformed = 'gpuPeers must be "cuda:N" entries separated by commas';
     if (typeof s.gpuPeers !== "string" || s.gpuPeers.length > 1000) throw new RuntimeError(malformed, "invalid");
-    const peers = s.gpuPeers.trim() === "" ? [] : s.gpuPeers.split(",").map((p) => p.trim());
-    if (!peers.every((p) => /^cuda:(0|[1-9][0-9]?)$/.test(p))) throw new RuntimeError(malformed, "invalid");
-    const twice = peers.find((p, i) => peers.indexOf(p) !== i);
-    if (twice !== undefined) throw new RuntimeError(`gpuPeers names ${twice} twice`, "invalid");
-    if (peers.length > 0 && out.gpu === "cpu") throw new RuntimeError('gpuPeers need a GPU: they cannot go with gpu "cpu"', "invalid");
-    if (out.gpu !== undefined && peers.includes(out.gpu)) throw new RuntimeError(`gpuPeers: ${out.gpu} is the primary device (gpu)`, "invalid");
-    if (peers.length > 0) out.gpuPeers = peers.join(",");
+    const check = checkGpuPeers(s.gpuPeers, out.gpu);
+    if (!check.ok) {
+      const why = check.problem === "malformed" ? malformed
+        : check.problem === "twice" ? `gpuPeers names ${check.entry} twice`
+        : check.problem === "primary" ? `gpuPeers: ${check.entry} is the primary device (gpu)`
+        : 'gpuPeers need a GPU: they cannot go with gpu "cpu"';
+      throw new RuntimeError(why, "invalid");
+    }
+    if (check.peers.length > 0) out.gpuPeers = check.peers.join(",");
   }
   if (s.gpuPeerBudgetGiB !== undefined) {
     if (typeof s.gpuPeerBudgetGiB !== "number" || !Number.isFinite(s.gpuPeerBudgetGiB) || s.gpuPeerBudgetGiB <= 0 || s.gpuPeerBudgetGiB > 1 << 20)

@@ -2,7 +2,7 @@
 // it sends. The renderer checks the obvious (whole numbers, a positive budget) so
 // the Load buttons can say why they are off; ModelManager's sanitizeSettings is
 // the real check.
-import type { ModelLoadSettings } from "../../shared/runtime-contract.js";
+import { checkGpuPeers, type ModelLoadSettings } from "../../shared/runtime-contract.js";
 
 /** "auto" sends no device: the runtime then uses $GUILD_GPU, else auto (a CUDA GPU when there is one). */
 export type DeviceChoice = "auto" | "cpu" | "cuda";
@@ -89,13 +89,12 @@ export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
     }
     if (form.expertsOnCpu) s.expertsOnCpu = true;
     const peers = peerList(form.gpuPeers);
-    if (peers.length > 0) {
-      const twice = peers.find((p, i) => peers.indexOf(p) !== i);
-      if (!peers.every((p) => /^cuda:(0|[1-9][0-9]?)$/.test(p))) errors.push("Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none).");
-      else if (twice !== undefined) errors.push(`Peer GPUs name ${twice} twice.`);
-      else if (s.gpu !== undefined && peers.includes(s.gpu)) errors.push(`Peer GPUs cannot include ${s.gpu}: it is the device the model loads on.`);
-      else s.gpuPeers = peers.join(",");
-    }
+    const check = checkGpuPeers(form.gpuPeers, s.gpu);
+    if (!check.ok && check.problem === "malformed") errors.push("Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none).");
+    else if (!check.ok && check.problem === "twice") errors.push(`Peer GPUs name ${check.entry} twice.`);
+    else if (!check.ok && check.problem === "primary") errors.push(`Peer GPUs cannot include ${check.entry}: it is the device the model loads on.`);
+    else if (!check.ok) errors.push("Peer GPUs need a GPU device.");
+    else if (check.peers.length > 0) s.gpuPeers = check.peers.join(",");
     const peerBudget = form.gpuPeerBudgetGiB.trim();
     if (peerBudget) {
       const n = positiveGiB(peerBudget);

@@ -232,6 +232,25 @@ struct Offsets {
   size_t total() const { return align_up(used, 256); }
 };
 
+// The experts a cache of `slots` is to hold, as a mask over n_expert; false
+// + *error for more experts than slots or an out-of-range or repeated id.
+bool wanted_experts(const std::vector<int>& experts, int n_expert, int slots, const char* cache,
+                    std::vector<char>* wanted, std::string* error) {
+  if (static_cast<int>(experts.size()) > slots) {
+    *error = "CUDA decoder: " + std::to_string(experts.size()) + " experts for " + cache + " of " + std::to_string(slots);
+    return false;
+  }
+  wanted->assign(static_cast<size_t>(n_expert), 0);
+  for (int e : experts) {
+    if (e < 0 || e >= n_expert || (*wanted)[e]) {
+      *error = "CUDA decoder: bad or repeated expert id " + std::to_string(e);
+      return false;
+    }
+    (*wanted)[e] = 1;
+  }
+  return true;
+}
+
 struct Arena {
   uint8_t* base = nullptr;
   size_t used = 0;
@@ -1673,18 +1692,8 @@ bool CudaDecoder::set_peer_layer_experts(int peer, int layer, const std::vector<
   Impl::Peer& p = I.peers[peer];
   Impl::PeerLayer& pl = p.layers[layer];
   const Impl::Layer& ly = I.layers[layer];
-  if (static_cast<int>(experts.size()) > pl.slots) {
-    *error = "CUDA decoder: " + std::to_string(experts.size()) + " experts for a peer cache of " + std::to_string(pl.slots);
-    return false;
-  }
-  std::vector<char> wanted(I.hp.n_expert, 0);
-  for (int e : experts) {
-    if (e < 0 || e >= I.hp.n_expert || wanted[e]) {
-      *error = "CUDA decoder: bad or repeated expert id " + std::to_string(e);
-      return false;
-    }
-    wanted[e] = 1;
-  }
+  std::vector<char> wanted;
+  if (!wanted_experts(experts, I.hp.n_expert, pl.slots, "a peer cache", &wanted, error)) return false;
   // Keep what is resident; empty the slots of experts no longer wanted; fill free slots.
   for (int s = 0; s < pl.slots; ++s)
     if (pl.cached[s] >= 0 && !wanted[pl.cached[s]]) {
@@ -1805,18 +1814,8 @@ bool CudaDecoder::set_layer_experts(int layer, const std::vector<int>& experts, 
     return false;
   }
   Impl::Layer& ly = I.layers[layer];
-  if (static_cast<int>(experts.size()) > ly.cache_slots) {
-    *error = "CUDA decoder: " + std::to_string(experts.size()) + " experts for a cache of " + std::to_string(ly.cache_slots);
-    return false;
-  }
-  std::vector<char> wanted(I.hp.n_expert, 0);
-  for (int e : experts) {
-    if (e < 0 || e >= I.hp.n_expert || wanted[e]) {
-      *error = "CUDA decoder: bad or repeated expert id " + std::to_string(e);
-      return false;
-    }
-    wanted[e] = 1;
-  }
+  std::vector<char> wanted;
+  if (!wanted_experts(experts, I.hp.n_expert, ly.cache_slots, "a cache", &wanted, error)) return false;
   // Free the slots of experts no longer wanted, then fill free slots.
   for (int s = 0; s < ly.cache_slots; ++s)
     if (ly.cached[s] >= 0 && !wanted[ly.cached[s]] && !set_cached_expert(layer, s, -1, error)) return false;
