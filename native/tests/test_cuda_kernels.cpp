@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -341,6 +342,54 @@ TEST(gemv_all_types) {
   }
 }
 
+// q, k and v in one launch: each output as its own gemv gives (bit for bit:
+// the same kernel and row order per matrix).
+TEST(gemv_multi_matches_gemv) {
+  need_gpu();
+  for (TensorType t : {TensorType::Q6_K, TensorType::Q4_K, TensorType::Q8_0, TensorType::Q5_0}) {
+    const int64_t n_in = 512;
+    const int64_t outs[3] = {300, 64, 72};
+    std::vector<HostMatrix> hw;
+    std::vector<std::unique_ptr<DevMatrixBuf>> dw;
+    for (int64_t o : outs) {
+      hw.push_back(random_matrix(t, n_in, o));
+      dw.push_back(std::make_unique<DevMatrixBuf>(hw.back()));
+    }
+    for (int cols : {1, 5}) {
+      std::vector<float> x = randn(static_cast<size_t>(cols) * n_in);
+      DevAct a(x, cols, static_cast<int>(n_in));
+      std::vector<std::unique_ptr<Dev<float>>> ys, singles;
+      float* yp[3];
+      int64_t strides[3];
+      gc::DevMatrix ms[3];
+      for (int i = 0; i < 3; ++i) {
+        ys.push_back(std::make_unique<Dev<float>>(static_cast<size_t>(cols) * outs[i]));
+        singles.push_back(std::make_unique<Dev<float>>(static_cast<size_t>(cols) * outs[i]));
+        yp[i] = ys.back()->p;
+        strides[i] = outs[i];
+        ms[i] = dw[i]->m;
+        CUDA_OK(gc::gemv(ms[i], a.view, cols, singles.back()->p, outs[i], false, nullptr));
+      }
+      CUDA_OK(gc::gemv_multi(ms, 3, a.view, cols, yp, strides, nullptr));
+      for (int i = 0; i < 3; ++i) {
+        const std::vector<float> got = ys[i]->down(), want = singles[i]->down();
+        CHECK_MSG(got == want, "gemv_multi %s matrix %d cols %d differs from gemv",
+                  tensor_type_name(static_cast<uint32_t>(t)).data(), i, cols);
+      }
+    }
+  }
+  // Mixed types are refused (the caller falls back to three products).
+  HostMatrix a6 = random_matrix(TensorType::Q6_K, 256, 32), a4 = random_matrix(TensorType::Q4_K, 256, 32);
+  DevMatrixBuf d6(a6), d4(a4);
+  std::vector<float> x = randn(256);
+  DevAct a(x, 1, 256);
+  Dev<float> y0(32), y1(32);
+  const gc::DevMatrix ms[2] = {d6.m, d4.m};
+  float* yp[2] = {y0.p, y1.p};
+  const int64_t st[2] = {32, 32};
+  CHECK(gc::gemv_multi(ms, 2, a.view, 1, yp, st, nullptr) == cudaErrorInvalidValue);
+}
+
 TEST(gemv_glu_all_types) {
   need_gpu();
   for (const TypeCase& tc : kTypes) {
@@ -509,6 +558,37 @@ TEST(moe_route_group_experts_combine) {
           }
         err = rel_err(dx.down(), ref_x);
         CHECK_MSG(err <= 1e-6, "moe_combine: %.3g", err);
+
+        // One token without grouping (decode): token 0's choices straight from
+        // the routing, one of them computed elsewhere (-1) when k > 2.
+        std::vector<int32_t> tok_ids(gids.begin(), gids.begin() + k);
+        if (k > 2) tok_ids[1] = -1;
+        Dev<int32_t> dtok(tok_ids);
+        Dev<float> yh(static_cast<size_t>(k) * n_ff);
+        CUDA_OK(gc::moe_gemv_glu_direct(dg.m, du.m, a.view, dtok.p, k, k, yh.p, n_ff, nullptr));
+        {
+          const std::vector<float> got = yh.down();
+          std::vector<float> got_live;
+          std::vector<double> want_live;
+          for (int j = 0; j < k; ++j) {
+            if (tok_ids[j] < 0) continue;
+            got_live.insert(got_live.end(), got.begin() + static_cast<int64_t>(j) * n_ff, got.begin() + static_cast<int64_t>(j + 1) * n_ff);
+            want_live.insert(want_live.end(), ref_h.begin() + static_cast<int64_t>(j) * n_ff, ref_h.begin() + static_cast<int64_t>(j + 1) * n_ff);
+          }
+          err = rel_err(got_live, want_live);
+          CHECK_MSG(err <= 2 * tol_v, "moe_gemv_glu_direct %s k %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, err);
+        }
+        Dev<float> dx1(std::vector<float>(x0.begin(), x0.begin() + n_in));
+        CUDA_OK(gc::moe_gemv_combine(dd.m, ah.view, dtok.p, wts.p, k, dx1.p, nullptr));
+        std::vector<double> ref_x1(n_in);
+        for (int d = 0; d < n_in; ++d) {
+          double o = x0[d];
+          for (int j = 0; j < k; ++j)
+            if (tok_ids[j] >= 0) o += ref_d[static_cast<int64_t>(j) * n_in + d] * gw[j];
+          ref_x1[d] = o;
+        }
+        err = rel_err(dx1.down(), ref_x1);
+        CHECK_MSG(err <= tol_v, "moe_gemv_combine %s k %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, err);
       }
     }
   }
@@ -705,19 +785,35 @@ TEST(swiglu_add_argmax_get_rows) {
   for (int64_t i = 0; i < n; ++i) sum[i] = static_cast<double>(g[i] + u[i]);
   CHECK(rel_err(dg.down(), sum) == 0.0);
 
-  // argmax: ties go to the first index.
-  const int rows = 4, cols = 151936 / 8;
-  std::vector<float> x = randn(static_cast<size_t>(rows) * cols);
-  x[static_cast<size_t>(1) * cols + 17] = 100.0f;
-  x[static_cast<size_t>(1) * cols + 9000] = 100.0f;
-  x[static_cast<size_t>(2) * cols + cols - 1] = 50.0f;
-  Dev<float> dx(x);
-  Dev<int32_t> am(rows);
-  CUDA_OK(gc::argmax_rows(dx.p, rows, cols, am.p, nullptr));
-  const std::vector<int32_t> got = am.down();
-  for (int r = 0; r < rows; ++r) {
-    const float* row = x.data() + static_cast<size_t>(r) * cols;
-    CHECK(got[r] == std::max_element(row, row + cols) - row);
+  // argmax over many blocks per row: ties go to the first index (also across
+  // blocks), NaN is skipped, -0 ties with +0, a row of NaN gives 0; the
+  // workspace is left zero, so a second launch needs no reset.
+  {
+    const int rows = 6, cols = 151936;
+    std::vector<float> x = randn(static_cast<size_t>(rows) * cols);
+    x[static_cast<size_t>(1) * cols + 17] = 100.0f;
+    x[static_cast<size_t>(1) * cols + 9000] = 100.0f;
+    x[static_cast<size_t>(2) * cols + cols - 1] = 50.0f;
+    x[static_cast<size_t>(3) * cols + 5] = std::nanf("");
+    x[static_cast<size_t>(3) * cols + 70000] = 60.0f;
+    for (int c = 0; c < cols; ++c) x[static_cast<size_t>(4) * cols + c] = std::nanf("");
+    for (int c = 0; c < cols; ++c) x[static_cast<size_t>(5) * cols + c] = -1.0f;
+    x[static_cast<size_t>(5) * cols + 300] = -0.0f;
+    x[static_cast<size_t>(5) * cols + 40000] = 0.0f;
+    const std::vector<int32_t> want = {
+        static_cast<int32_t>(std::max_element(x.begin(), x.begin() + cols) - x.begin()), 17, cols - 1, 70000, 0, 300};
+    Dev<float> dx(x);
+    Dev<int32_t> am(rows);
+    Dev<uint64_t> work(gc::argmax_workspace_bytes(rows) / sizeof(uint64_t));
+    CUDA_OK(cudaMemset(work.p, 0, gc::argmax_workspace_bytes(rows)));
+    for (int launch = 0; launch < 2; ++launch) {
+      am.poison();
+      CUDA_OK(gc::argmax_rows(dx.p, rows, cols, am.p, work.p, nullptr));
+      const std::vector<int32_t> got = am.down();
+      for (int r = 0; r < rows; ++r)
+        CHECK_MSG(got[r] == want[r], "argmax launch %d row %d: %d, want %d", launch, r, got[r], want[r]);
+      for (uint64_t wv : work.down()) CHECK(wv == 0);
+    }
   }
 
   // Embedding rows: bit-exact with the CPU dequantizers.

@@ -266,6 +266,11 @@ int main(int argc, char** argv) {
     report("moe_gemv_glu q4_K 8 of 128 experts 2048->768 x2", bytes_glu / (ms_glu * 1e-3) / 1e9, "GB/s", ceiling);
     const double ms_down = time_ms(s, reps, [&] { CK(gc::moe_gemv(wd.m, hx.v, g, 1, k, 1, yd, 2048, s)); });
     report("moe_gemv q4_K 8 of 128 experts 768->2048", k * (wd.bytes / n_expert) / (ms_down * 1e-3) / 1e9, "GB/s", ceiling);
+    // The decode path: choices straight from the routing, down + weighted sum in one pass.
+    const double ms_glu_d = time_ms(s, reps, [&] { CK(gc::moe_gemv_glu_direct(wg.m, wu.m, x1.v, ids, k, k, h, 768, s)); });
+    report("moe_gemv_glu_direct q4_K 8 of 128 2048->768 x2", bytes_glu / (ms_glu_d * 1e-3) / 1e9, "GB/s", ceiling);
+    const double ms_comb = time_ms(s, reps, [&] { CK(gc::moe_gemv_combine(wd.m, hx.v, ids, wts, k, yd, s)); });
+    report("moe_gemv_combine q4_K 8 of 128 768->2048", k * (wd.bytes / n_expert) / (ms_comb * 1e-3) / 1e9, "GB/s", ceiling);
 
     // Prefill: 512 tokens, 8 of 128 experts each (uniform random routing).
     std::vector<int32_t> pid(512 * k);

@@ -77,6 +77,8 @@ ActFormat act_format_gemv(uint32_t type);  // F32 (float weights) or Q8_1
 ActFormat act_format_gemm(uint32_t type);  // F32 (F32 weights: exact SIMT path) or F16 (tensor cores)
 // Largest number of columns (tokens / slots per expert) the matrix-vector path handles.
 inline constexpr int kGemvMaxCols = 8;
+// Matrices one gemv_multi launch computes at most (q, k, v).
+inline constexpr int kGemvMaxSegments = 3;
 // Token tile of the grouped expert GEMM; moe_max_tiles bounds its tile list.
 inline constexpr int kMoeTileTokens = 32;
 int moe_max_tiles(int n_tokens, int k, int n_expert);
@@ -108,6 +110,10 @@ cudaError_t gemv(const DevMatrix& w, const ActView& act, int n_cols, float* y, i
 // y[c][r] = silu(gate_r · a_c) * (up_r · a_c): both products from one read of the input (same type).
 cudaError_t gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, int n_cols, float* y,
                      int64_t y_stride, cudaStream_t s);
+// gemv of n_w <= kGemvMaxSegments quantized matrices of one type, row size and
+// input in one launch (y_i = act · W_iᵀ, e.g. the q, k and v projections).
+cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_cols, float* const* ys,
+                       const int64_t* y_strides, cudaStream_t s);
 // The same for n_tokens of any count with tensor cores (fp16 in, fp32
 // accumulate; F32 weights: fp32 SIMT). Reads act in act_format_gemm(w.type).
 cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y, int64_t y_stride, bool accumulate,
@@ -123,6 +129,17 @@ cudaError_t moe_gemv(const DevMatrix& w, const ActView& act, const MoeGroups& g,
                      int max_cols, float* y, int64_t y_stride, cudaStream_t s);
 cudaError_t moe_gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const MoeGroups& g,
                          int act_div, int max_active, int max_cols, float* y, int64_t y_stride, cudaStream_t s);
+// One token (decode), no grouping: block row j computes choice j's expert
+// ids[j] (j < k; -1: computed elsewhere, row left as it is) into y row j
+// from act row j / act_div (act_div = k for gate/up: the token's one row).
+cudaError_t moe_gemv_direct(const DevMatrix& w, const ActView& act, const int32_t* ids, int k, int act_div, float* y,
+                            int64_t y_stride, cudaStream_t s);
+cudaError_t moe_gemv_glu_direct(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const int32_t* ids,
+                                int k, int act_div, float* y, int64_t y_stride, cudaStream_t s);
+// One token's down projection and weighted sum in one pass:
+//   x[r] += sum over j < k with ids[j] >= 0 of weights[j] * dot(W_{ids[j]} row r, act row j).
+cudaError_t moe_gemv_combine(const DevMatrix& w, const ActView& act, const int32_t* ids, const float* weights, int k,
+                             float* x, cudaStream_t s);
 // moe_gemm: prefill; tiles of kMoeTileTokens slots of one expert.
 cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, float* y,
                      int64_t y_stride, cudaStream_t s);
@@ -253,7 +270,11 @@ cudaError_t hybrid_add(float* x, const float* h_out, int64_t count, const int32_
 // out[i] = dequantized row ids[i] of table (any matrix type), out row stride out_stride.
 cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* out, int64_t out_stride,
                      cudaStream_t s);
-// out[r] = index of the first maximum of row r (n floats, stride n).
-cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, cudaStream_t s);
+// out[r] = index of the first maximum of row r (n floats, stride n; NaN
+// skipped, 0 when the row has no number). work: argmax_workspace_bytes(rows)
+// of device memory, zero before the first call (every call leaves it zero).
+// Any number of blocks per row: one launch, no host round trip.
+size_t argmax_workspace_bytes(int rows);
+cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, uint64_t* work, cudaStream_t s);
 
 }  // namespace guild::cuda

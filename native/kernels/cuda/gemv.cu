@@ -7,12 +7,12 @@ namespace guild::cuda {
 using namespace gemv_detail;
 namespace {
 
-template <bool MOE, bool GLU>
+template <bool MOE, bool GLU, bool COMBINE = false>
 cudaError_t launch_any(uint32_t type, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
   switch (type) {
-    case kQ4_K: case kQ5_K: case kQ6_K: return launch_kquant(type, MOE, GLU, p, max_cols, grid_y, s);
-    case kQ4_0: case kQ5_0: case kQ8_0: return launch_legacy(type, MOE, GLU, p, max_cols, grid_y, s);
-    case kF32: case kF16: case kBF16: return launch_float(type, MOE, GLU, p, max_cols, grid_y, s);
+    case kQ4_K: case kQ5_K: case kQ6_K: return launch_kquant(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kQ4_0: case kQ5_0: case kQ8_0: return launch_legacy(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kF32: case kF16: case kBF16: return launch_float(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
     default: return cudaErrorNotSupported;
   }
 }
@@ -93,6 +93,67 @@ cudaError_t gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& 
   GUILD_CUDA_RETURN_IF(!fill_act(gate, act, p), cudaErrorInvalidValue);
   p.n_cols = n_cols;
   return launch_any<false, true>(gate.type, p, n_cols, 1, s);
+}
+
+cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_cols, float* const* ys,
+                       const int64_t* y_strides, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!ws || !ys || !y_strides || n_w < 1 || n_w > kGemvMaxSegments || n_cols < 1 ||
+                           n_cols > kGemvMaxCols,
+                       cudaErrorInvalidValue);
+  for (int i = 0; i < n_w; ++i) {
+    GUILD_CUDA_RETURN_IF(!matrix_ok(ws[i]) || !ys[i] || ws[i].expert_stride != 0, cudaErrorInvalidValue);
+    GUILD_CUDA_RETURN_IF(ws[i].type != ws[0].type || ws[i].n_in != ws[0].n_in || ws[i].row_stride != ws[0].row_stride,
+                         cudaErrorInvalidValue);
+  }
+  GUILD_CUDA_RETURN_IF(is_float_type(ws[0].type), cudaErrorNotSupported);
+  GemvParams p = base_params(ws[0], ys[0], y_strides[0]);
+  GUILD_CUDA_RETURN_IF(!fill_act(ws[0], act, p), cudaErrorInvalidValue);
+  p.n_cols = n_cols;
+  p.n_seg = n_w;
+  for (int i = 0; i < n_w; ++i) {
+    p.seg_w[i] = static_cast<const uint8_t*>(ws[i].data);
+    p.seg_y[i] = ys[i];
+    p.seg_y_stride[i] = y_strides[i];
+    p.seg_n_out[i] = static_cast<int>(ws[i].n_out);
+  }
+  return launch_any<false, false>(ws[0].type, p, n_cols, 1, s);
+}
+
+static cudaError_t moe_gemv_direct_impl(const DevMatrix& w, const DevMatrix* up, const ActView& act,
+                                        const int32_t* ids, int k, int act_div, float* y, int64_t y_stride,
+                                        cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!matrix_ok(w) || !ids || !y || k < 1 || k > 65535 || act_div < 1, cudaErrorInvalidValue);
+  GemvParams p = base_params(w, y, y_stride);
+  if (up) {
+    GUILD_CUDA_RETURN_IF(!matrix_ok(*up) || !same_shape(w, *up), cudaErrorInvalidValue);
+    p.w2 = static_cast<const uint8_t*>(up->data);
+  }
+  GUILD_CUDA_RETURN_IF(!fill_act(w, act, p), cudaErrorInvalidValue);
+  p.direct = ids;
+  p.act_div = act_div;
+  if (up) return launch_any<true, true>(w.type, p, 1, static_cast<unsigned>(k), s);
+  return launch_any<true, false>(w.type, p, 1, static_cast<unsigned>(k), s);
+}
+
+cudaError_t moe_gemv_direct(const DevMatrix& w, const ActView& act, const int32_t* ids, int k, int act_div, float* y,
+                            int64_t y_stride, cudaStream_t s) {
+  return moe_gemv_direct_impl(w, nullptr, act, ids, k, act_div, y, y_stride, s);
+}
+
+cudaError_t moe_gemv_glu_direct(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const int32_t* ids,
+                                int k, int act_div, float* y, int64_t y_stride, cudaStream_t s) {
+  return moe_gemv_direct_impl(gate, &up, act, ids, k, act_div, y, y_stride, s);
+}
+
+cudaError_t moe_gemv_combine(const DevMatrix& w, const ActView& act, const int32_t* ids, const float* weights, int k,
+                             float* x, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!matrix_ok(w) || !ids || !weights || !x || k < 1, cudaErrorInvalidValue);
+  GemvParams p = base_params(w, x, 0);
+  GUILD_CUDA_RETURN_IF(!fill_act(w, act, p), cudaErrorInvalidValue);
+  p.direct = ids;
+  p.combine_w = weights;
+  p.k = k;
+  return launch_any<true, false, true>(w.type, p, 1, 1, s);
 }
 
 static cudaError_t moe_gemv_impl(const DevMatrix& w, const DevMatrix* up, const ActView& act, const MoeGroups& g,

@@ -32,6 +32,21 @@ struct GemvParams {
   // grouped experts
   const int32_t* offsets; const int32_t* slots; const int32_t* active; const int32_t* counters;
   int act_div;
+  // experts chosen directly (one token): block y computes choice y's expert
+  // direct[y] (-1: computed elsewhere) into output row y from activation row
+  // y / act_div; the grouping above is not used
+  const int32_t* direct;
+  // combine kernels: x[r] += sum_j combine_w[j] * (W_direct[j] row r · act row j), j < k
+  const float* combine_w;
+  int k;
+  // dense, several matrices of one type and row size in one launch (e.g.
+  // q, k, v): blocks [seg_first_block[i], seg_first_block[i+1]) compute matrix i
+  int n_seg;
+  const uint8_t* seg_w[kGemvMaxSegments];
+  float* seg_y[kGemvMaxSegments];
+  int64_t seg_y_stride[kGemvMaxSegments];
+  int seg_n_out[kGemvMaxSegments];
+  int seg_first_block[kGemvMaxSegments + 1];
 };
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
@@ -52,6 +67,17 @@ __device__ __forceinline__ bool next_cols(const GemvParams& p, int expert_idx, i
 #pragma unroll
     for (int i = 0; i < NC; ++i) { c.act_row[i] = cursor + i; c.out_row[i] = cursor + i; }
     cursor += NC;
+    return true;
+  }
+  if (p.direct) {
+    const int e = p.direct[expert_idx];
+    if (cursor > 0 || e < 0) return false;
+    c.n = 1;
+#pragma unroll
+    for (int i = 0; i < NC; ++i) { c.act_row[i] = expert_idx / p.act_div; c.out_row[i] = expert_idx; }
+    w = p.w + static_cast<size_t>(e) * p.expert_stride;
+    if (p.w2) w2 = p.w2 + static_cast<size_t>(e) * p.expert_stride;
+    cursor = 1;
     return true;
   }
   const int e = p.active[expert_idx];
@@ -75,15 +101,28 @@ template <uint32_t T, int NC, int R, bool MOE, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p) {
   using U = QUnit<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kWarps + warp) * R;
-  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
-  if (row0 >= p.n_out) return;
+  // This block's matrix (several in one launch: find its segment).
+  int block = blockIdx.x, n_out = p.n_out;
+  const uint8_t* w = p.w;
+  float* y = p.y;
+  int64_t y_stride = p.y_stride;
+  if (!MOE && p.n_seg > 1) {
+    int sg = 0;
+    while (sg + 1 < p.n_seg && block >= p.seg_first_block[sg + 1]) ++sg;
+    block -= p.seg_first_block[sg];
+    n_out = p.seg_n_out[sg];
+    w = p.seg_w[sg];
+    y = p.seg_y[sg];
+    y_stride = p.seg_y_stride[sg];
+  }
+  const int row0 = (block * kWarps + warp) * R;
+  if (MOE && !p.direct && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  if (row0 >= n_out) return;
   const int nb = p.n_in / U::QK;
   const int units_row = nb * U::UNITS;
-  const int n_rows = min(R, p.n_out - row0);
+  const int n_rows = min(R, n_out - row0);
 
   extern __shared__ __align__(16) uint8_t gemv_stage[];
-  const uint8_t* w = p.w;
   const uint8_t* w2 = p.w2;
   const uint8_t* staged = nullptr;  // global rows currently in this warp's stage
   const uint8_t* src = nullptr;     // where the unit loads read (global or stage)
@@ -179,7 +218,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p)
         float s2 = 0.0f;
         if (GLU) s2 = warp_sum(acc2[r][j]);
         if (lane == 0 && j < c.n && r < n_rows) {
-          float* out = p.y + static_cast<int64_t>(c.out_row[j]) * p.y_stride + row0 + r;
+          float* out = y + static_cast<int64_t>(c.out_row[j]) * y_stride + row0 + r;
           if (GLU) *out = silu(s) * s2;
           else *out = (p.accumulate ? *out : 0.0f) + s;
         }
@@ -225,7 +264,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p)
   constexpr int EB = (T == kF32) ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + warp;
-  if (MOE && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
+  if (MOE && !p.direct && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
   if (row >= p.n_out) return;
   const int n_vec = p.n_in / F::V;
   const uint8_t* w = p.w;
@@ -283,13 +322,103 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p)
   }
 }
 
+// One token's chosen experts and their weighted sum in one pass (decode's MoE
+// down projection): a warp owns output row r and walks every choice j < k,
+// x[r] += sum_j combine_w[j] * (W_{direct[j]} row r · act row j); choices
+// with direct[j] < 0 are computed elsewhere. The weight loads of up to
+// kCombineBatch choices are issued before their dots. Deterministic: the
+// same order every time (no atomics).
+constexpr int kCombineBatch = 8;
+
+template <uint32_t T>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvParams p) {
+  using U = QUnit<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarps + warp;
+  if (row >= p.n_out) return;
+  const int units_row = (p.n_in / U::QK) * U::UNITS;
+  float acc = 0.0f;
+  for (int i0 = 0; i0 < units_row; i0 += 32) {
+    const int idx = i0 + lane;
+    const bool mine = idx < units_row;
+    const int b = idx / U::UNITS, u = idx % U::UNITS;
+    for (int j0 = 0; j0 < p.k; j0 += kCombineBatch) {
+      typename U::W wv[kCombineBatch];
+      int e[kCombineBatch];
+#pragma unroll
+      for (int jj = 0; jj < kCombineBatch; ++jj) {
+        e[jj] = j0 + jj < p.k ? p.direct[j0 + jj] : -1;
+        if (e[jj] >= 0 && mine)
+          wv[jj] = U::load(p.w + static_cast<size_t>(e[jj]) * p.expert_stride + static_cast<size_t>(row) * p.row_stride +
+                               static_cast<size_t>(b) * U::BYTES,
+                           u);
+      }
+#pragma unroll
+      for (int jj = 0; jj < kCombineBatch; ++jj) {
+        if (e[jj] < 0 || !mine) continue;
+        const int j = j0 + jj;
+        const int8_t* a = p.aq + static_cast<int64_t>(j) * p.aq_stride + b * U::QK;
+        const half2* d = p.ads + static_cast<int64_t>(j) * p.ads_stride + b * (U::QK / 32);
+        acc += p.combine_w[j] * U::dot(wv[jj], a, d, u);
+      }
+    }
+  }
+  const float s = warp_sum(acc);
+  if (lane == 0) p.y[row] += s;
+}
+
+template <uint32_t T>
+__global__ void __launch_bounds__(kWarps * 32) gemv_f_combine_kernel(const GemvParams p) {
+  using F = FloatRow<T>;
+  constexpr int EB = (T == kF32) ? 4 : 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarps + warp;
+  if (row >= p.n_out) return;
+  const int n_vec = p.n_in / F::V;
+  float acc = 0.0f;
+  for (int j = 0; j < p.k; ++j) {
+    const int e = p.direct[j];
+    if (e < 0) continue;
+    const uint8_t* wr = p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride;
+    const float* a = p.af + static_cast<int64_t>(j) * p.af_stride;
+    float v = 0.0f;
+    for (int i = lane; i < n_vec; i += 32) {
+      float wv[F::V];
+      F::load(wr + static_cast<size_t>(i) * 16, wv);
+#pragma unroll
+      for (int q = 0; q < F::V; ++q) v += wv[q] * a[i * F::V + q];
+    }
+    for (int q = n_vec * F::V + lane; q < p.n_in; q += 32) v += F::one(wr + static_cast<size_t>(q) * EB) * a[q];
+    acc += p.combine_w[j] * v;
+  }
+  const float s = warp_sum(acc);
+  if (lane == 0) p.y[row] += s;
+}
+
+template <uint32_t T>
+cudaError_t launch_combine(const GemvParams& p, cudaStream_t s) {
+  const unsigned grid = static_cast<unsigned>(ceil_div(p.n_out, kWarps));
+  if constexpr (T == kF32 || T == kF16 || T == kBF16) gemv_f_combine_kernel<T><<<grid, kWarps * 32, 0, s>>>(p);
+  else gemv_q_combine_kernel<T><<<grid, kWarps * 32, 0, s>>>(p);
+  return launch_status();
+}
+
 constexpr int kStageMaxBytes = 12288;  // per warp (48 KB per block, the default limit)
 
 template <uint32_t T, int NC, int R, bool MOE, bool GLU>
 void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
   const size_t per_warp = static_cast<size_t>(R) * p.row_stride * (GLU ? 2 : 1);
   p.stage = per_warp <= kStageMaxBytes ? static_cast<int>(per_warp) : 0;
-  dim3 grid(ceil_div(p.n_out, kWarps * R), grid_y);
+  int blocks = ceil_div(p.n_out, kWarps * R);
+  if (p.n_seg > 1) {
+    blocks = 0;
+    for (int i = 0; i < p.n_seg; ++i) {
+      p.seg_first_block[i] = blocks;
+      blocks += ceil_div(p.seg_n_out[i], kWarps * R);
+    }
+    p.seg_first_block[p.n_seg] = blocks;
+  }
+  dim3 grid(blocks, grid_y);
   gemv_q_kernel<T, NC, R, MOE, GLU><<<grid, kWarps * 32, static_cast<size_t>(p.stage) * kWarps, s>>>(p);
 }
 
@@ -298,8 +427,10 @@ cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
   using U = QUnit<T>;
   const int units_row = (p.n_in / U::QK) * U::UNITS;
   // Several rows per warp for tall matrices (enough warps remain) and for
-  // short rows (fewer than 32 units would leave lanes idle).
-  if (NC == 1 && (p.n_out >= 32768 || units_row < 16)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
+  // short rows (fewer than 32 units would leave lanes idle); one row per warp
+  // for several matrices in one launch (segments in whole blocks).
+  if (p.n_seg > 1) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
+  else if (NC == 1 && (p.n_out >= 32768 || units_row < 16)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
   else if (NC == 1 && (p.n_out >= 8192 || units_row < 32)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
   else launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
   return launch_status();
@@ -327,13 +458,15 @@ cudaError_t launch_type(const GemvParams& p, int max_cols, unsigned grid_y, cuda
   }
 }
 
-// One translation unit per group of weight types (compile time).
-cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
-cudaError_t launch_legacy(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
-cudaError_t launch_float(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+// One translation unit per group of weight types (compile time). combine:
+// gemv_*_combine_kernel (the other flags unused).
+cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_legacy(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_float(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
 
 template <uint32_t T>
-cudaError_t launch_variant(bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+cudaError_t launch_variant(bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+  if (combine) return launch_combine<T>(p, s);
   if (moe) return glu ? launch_type<T, true, true>(p, max_cols, grid_y, s) : launch_type<T, true, false>(p, max_cols, grid_y, s);
   return glu ? launch_type<T, false, true>(p, max_cols, grid_y, s) : launch_type<T, false, false>(p, max_cols, grid_y, s);
 }

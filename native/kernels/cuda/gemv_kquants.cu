@@ -3,11 +3,11 @@
 
 namespace guild::cuda::gemv_detail {
 
-cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
   switch (type) {
-    case kQ4_K: return launch_variant<kQ4_K>(moe, glu, p, max_cols, grid_y, s);
-    case kQ5_K: return launch_variant<kQ5_K>(moe, glu, p, max_cols, grid_y, s);
-    case kQ6_K: return launch_variant<kQ6_K>(moe, glu, p, max_cols, grid_y, s);
+    case kQ4_K: return launch_variant<kQ4_K>(moe, glu, combine, p, max_cols, grid_y, s);
+    case kQ5_K: return launch_variant<kQ5_K>(moe, glu, combine, p, max_cols, grid_y, s);
+    case kQ6_K: return launch_variant<kQ6_K>(moe, glu, combine, p, max_cols, grid_y, s);
     default: return cudaErrorNotSupported;
   }
 }

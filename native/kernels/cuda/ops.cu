@@ -427,36 +427,52 @@ __global__ void get_rows_plain_kernel(const uint8_t* __restrict__ table, uint32_
   out[static_cast<int64_t>(i) * out_stride + c] = v;
 }
 
-__global__ void argmax_kernel(const float* __restrict__ x, int n, int32_t* __restrict__ out) {
-  __shared__ float sv[32];
-  __shared__ int si[32];
-  const float* r = x + static_cast<int64_t>(blockIdx.x) * n;
-  float bv = -INFINITY;
-  int bi = INT32_MAX;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+// Orderable key of (value, index): larger value wins, then the lower index.
+// NaN never wins (callers skip it); the key 0 means "nothing seen".
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+  const uint32_t b = __float_as_uint(v == 0.0f ? 0.0f : v);  // -0 ties with +0
+  const uint32_t ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return (static_cast<unsigned long long>(ord) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
+}
+
+constexpr int kArgmaxThreads = 256;
+constexpr int kArgmaxPerThread = 16;
+
+// Grid (chunks, rows): each block reduces its chunk of a row to one key and
+// folds it into work[row] with atomicMax; the row's last block (counter in
+// work[rows + row]) writes the index and leaves both words zero for the
+// next launch (graph replays need no reset).
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ x, int n, int rows,
+                                                                unsigned long long* __restrict__ work,
+                                                                int32_t* __restrict__ out) {
+  __shared__ unsigned long long red[kArgmaxThreads / 32];
+  __shared__ bool last;
+  const int row = blockIdx.y;
+  const float* r = x + static_cast<int64_t>(row) * n;
+  const int chunk = kArgmaxThreads * kArgmaxPerThread;
+  const int begin = blockIdx.x * chunk, end = min(n, begin + chunk);
+  unsigned long long best = 0;
+  for (int i = begin + threadIdx.x; i < end; i += kArgmaxThreads) {
     const float v = r[i];
-    if (v > bv || (bi == INT32_MAX && !(v != v))) { bv = v; bi = i; }
+    if (!(v != v)) best = max(best, argmax_key(v, i));
   }
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-  }
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
+  if (lane == 0) red[warp] = best;
   __syncthreads();
-  if (warp == 0) {
-    const int nw = blockDim.x >> 5;
-    bv = lane < nw ? sv[lane] : -INFINITY;
-    bi = lane < nw ? si[lane] : INT32_MAX;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-    }
-    if (lane == 0) out[blockIdx.x] = bi == INT32_MAX ? 0 : bi;
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = max(best, red[w]);
+    if (best) atomicMax(&work[row], best);
+    __threadfence();
+    const unsigned long long done = atomicAdd(&work[rows + row], 1ull);
+    last = done + 1 == gridDim.x;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    const unsigned long long k = atomicExch(&work[row], 0ull);
+    work[rows + row] = 0;
+    out[row] = k ? static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(k & 0xFFFFFFFFu)) : 0;
   }
 }
 
@@ -634,10 +650,13 @@ cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* o
   return err;
 }
 
-cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, cudaStream_t s) {
-  GUILD_CUDA_RETURN_IF(!x || !out || rows < 0 || n < 1, cudaErrorInvalidValue);
+size_t argmax_workspace_bytes(int rows) { return static_cast<size_t>(rows > 0 ? rows : 0) * 2 * sizeof(uint64_t); }
+
+cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, uint64_t* work, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !out || !work || rows < 0 || rows > 65535 || n < 1, cudaErrorInvalidValue);
   if (rows == 0) return cudaSuccess;
-  argmax_kernel<<<rows, 1024, 0, s>>>(x, n, out);
+  const dim3 grid(ceil_div(n, kArgmaxThreads * kArgmaxPerThread), rows);
+  argmax_kernel<<<grid, kArgmaxThreads, 0, s>>>(x, n, rows, reinterpret_cast<unsigned long long*>(work), out);
   return launch_status();
 }
 

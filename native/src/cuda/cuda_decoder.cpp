@@ -213,6 +213,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   bytes += static_cast<size_t>(L.act_rows) * (L.widest / 32) * 4;      // q8 scales
   bytes += static_cast<size_t>(L.act_rows) * L.widest * 2;             // f16
   bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
+  bytes += argmax_workspace_bytes(L.logits_rows) + 256;                              // argmax partials
   if (L.hybrid)  // cache and staging ids, slot and staging maps, routing counts, pending / seq / error
     bytes += (2 * T * K + 3 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 8 * 256;
   L.scratch_bytes = align_up(bytes, 256);
@@ -354,6 +355,7 @@ struct CudaDecoder::Impl {
   Q8Act act_q8;
   uint16_t* act_f16 = nullptr;
   int32_t *d_tokens = nullptr, *d_pos0 = nullptr, *d_argmax = nullptr;
+  uint64_t* argmax_work = nullptr;  // argmax_rows' partials (zero between launches)
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
 
@@ -591,12 +593,32 @@ struct CudaDecoder::Impl {
     return true;
   }
 
+  // q, k and v: one launch when the three are quantized alike and small
+  // steps use the matrix-vector path, else three products.
+  bool qkv_projections(const Layer& ly, Src& xs) {
+    const int n = xs.rows;
+    const bool one_launch = use_gemv(ly.wq, n) && act_format_gemv(ly.wq.type) == ActFormat::Q8_1 &&
+                            ly.wk.type == ly.wq.type && ly.wv.type == ly.wq.type && ly.wk.row_stride == ly.wq.row_stride &&
+                            ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in;
+    if (!one_launch)
+      return matmul(ly.wq, xs, q, L.q_dim, false) && matmul(ly.wk, xs, k, L.kv_dim, false) &&
+             matmul(ly.wv, xs, v, L.kv_dim, false);
+    if (!ensure(xs, ActFormat::Q8_1)) return false;
+    const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
+    const int64_t strides[3] = {L.q_dim, L.kv_dim, L.kv_dim};
+    for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
+      float* const ys[3] = {q + static_cast<int64_t>(c0) * L.q_dim, k + static_cast<int64_t>(c0) * L.kv_dim,
+                            v + static_cast<int64_t>(c0) * L.kv_dim};
+      const cudaError_t e = gemv_multi(ws, 3, view(xs, c0), std::min(kGemvMaxCols, n - c0), ys, strides, stream);
+      if (e != cudaSuccess) return fail("gemv_multi (q, k, v)", e);
+    }
+    return true;
+  }
+
   bool attention_block(const Layer& ly, int n) {
     Src xs{};
     if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
-    if (!matmul(ly.wq, xs, q, L.q_dim, false) || !matmul(ly.wk, xs, k, L.kv_dim, false) ||
-        !matmul(ly.wv, xs, v, L.kv_dim, false))
-      return false;
+    if (!qkv_projections(ly, xs)) return false;
     QkvPost p;
     p.q = q; p.q_stride = L.q_dim;
     p.k = k; p.k_stride = L.kv_dim;
@@ -646,6 +668,7 @@ struct CudaDecoder::Impl {
     cudaError_t e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
     if (e != cudaSuccess) return fail("moe_route", e);
     if (!L.hybrid) {
+      if (n == 1) return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work());
       e = moe_group(groups, n, kk, hp.n_expert, stream);
       if (e != cudaSuccess) return fail("moe_group", e);
       return gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups, hp.n_expert, xs, n) &&
@@ -694,7 +717,9 @@ struct CudaDecoder::Impl {
     // The peers compute their choices on their own streams meanwhile.
     for (Peer& p : peers)
       if (p.layers[layer].slots > 0 && !peer_launch(p, layer, xs, n)) return false;
-    if (ly.cache_slots > 0) {
+    if (ly.cache_slots > 0 && n == 1) {
+      if (!token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_cache_ids, xs, main_work())) return false;
+    } else if (ly.cache_slots > 0) {
       MoeGroups g = groups;
       g.ids = d_cache_ids;
       e = moe_group(g, n, kk, ly.cache_slots, stream);
@@ -1065,6 +1090,31 @@ struct CudaDecoder::Impl {
     return true;
   }
 
+  // One token (decode): its k choices straight from the routing (ids[j]: the
+  // expert's index in ex's stacks, -1 where another device or the CPU
+  // computes it), without grouping; the down projection adds the weighted
+  // sum of the choices to the residual x in the same pass.
+  bool token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w) {
+    const int kk = hp.n_expert_used;
+    const int n_ff = hp.n_ff_exp;
+    cudaError_t e;
+    if (!ensure(xs, act_format_gemv(ex.gate.type), w) || !ensure(xs, act_format_gemv(ex.up.type), w)) return false;
+    if (ex.gate.type == ex.up.type && ex.gate.row_stride == ex.up.row_stride) {
+      e = moe_gemv_glu_direct(ex.gate, ex.up, view(xs, 0, w), ids, kk, kk, w.ffn_h, n_ff, w.stream);
+    } else {
+      e = moe_gemv_direct(ex.gate, view(xs, 0, w), ids, kk, kk, w.ffn_gate, n_ff, w.stream);
+      if (e == cudaSuccess) e = moe_gemv_direct(ex.up, view(xs, 0, w), ids, kk, kk, w.ffn_up, n_ff, w.stream);
+      if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(kk) * n_ff, w.ffn_h, w.stream);
+    }
+    if (e != cudaSuccess) return fail("moe_gemv (one token)", e);
+    // Rows of choices computed elsewhere hold stale values: the quantization
+    // reads them but the combine skips them.
+    Src hs{w.ffn_h, kk, n_ff};
+    if (!ensure(hs, act_format_gemv(ex.down.type), w)) return false;
+    e = moe_gemv_combine(ex.down, view(hs, 0, w), ids, groups.weights, kk, x, w.stream);
+    return e == cudaSuccess || fail("moe_gemv_combine", e);
+  }
+
   bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n) {
     return gpu_experts(ly, groups, n_groups, xs, n, main_work());
   }
@@ -1112,7 +1162,7 @@ struct CudaDecoder::Impl {
     Src ns{};
     if (!norm(x + static_cast<int64_t>(first) * hp.n_embd, output_norm, rows, &ns, {&output}, rows)) return false;
     if (!matmul(output, ns, logits, hp.n_vocab, false)) return false;
-    const cudaError_t e = argmax_rows(logits, rows, hp.n_vocab, d_argmax, stream);
+    const cudaError_t e = argmax_rows(logits, rows, hp.n_vocab, d_argmax, argmax_work, stream);
     return e == cudaSuccess || fail("argmax_rows", e);
   }
 
@@ -1453,6 +1503,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.d_tokens = a.take<int32_t>(T);
   I.d_pos0 = a.take<int32_t>(1);
   I.d_argmax = a.take<int32_t>(T);
+  I.argmax_work = a.take<uint64_t>(argmax_workspace_bytes(L.logits_rows) / sizeof(uint64_t));
   if (hp.n_expert > 0) {
     I.groups.ids = a.take<int32_t>(T * K);
     I.groups.weights = a.take<float>(T * K);

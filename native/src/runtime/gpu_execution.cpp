@@ -66,6 +66,9 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.n_ctx = opt_.n_ctx;
   o.max_tokens = opt_.max_tokens;
   o.use_graphs = opt_.use_graphs;
+  // GUILD_CUDA_GRAPHS=0: decode steps are launched kernel by kernel (a
+  // profiler then sees every kernel of a step; for measuring only).
+  if (const char* env = std::getenv("GUILD_CUDA_GRAPHS"); env && std::string(env) == "0") o.use_graphs = false;
   o.expert_cache_slots = slots;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
@@ -569,7 +572,8 @@ double GpuExecution::take_hit_rate() {
   return r;
 }
 
-bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error) {
+bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error,
+                           int32_t* argmax) {
   const int T = dec_->max_tokens();
   // Hybrid: the CPU expert server issues pool loops once per MoE layer; the
   // workers keep spinning for the whole forward instead of sleeping between
@@ -588,7 +592,8 @@ bool GpuExecution::forward(const int32_t* tokens, int n, int pos0, float* logits
     const int c = std::min(T, n - done);
     const bool last = done + c == n;
     float* out = logits ? (all_rows ? logits + static_cast<int64_t>(done) * hp_->n_vocab : (last ? logits : nullptr)) : nullptr;
-    if (!dec_->forward(tokens + done, c, pos0 + done, out, all_rows, error)) return false;
+    int32_t* am = argmax ? (all_rows ? argmax + done : (last ? argmax : nullptr)) : nullptr;
+    if (!dec_->forward(tokens + done, c, pos0 + done, out, all_rows, error, am)) return false;
     done += c;
   }
   if (hybrid() && n == 1 && ++steps_since_policy_ >= kPolicyWindowSteps) {

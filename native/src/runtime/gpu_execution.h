@@ -66,8 +66,10 @@ class GpuExecution {
                  std::string* error);
 
   // Runs tokens at positions pos0.. (chunks of max_tokens) like
-  // decoder_forward; logits of all rows or the last one.
-  bool forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error);
+  // decoder_forward; logits of all rows or the last one (logits may be null),
+  // and the device's argmax (first maximum) of the same rows into argmax.
+  bool forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_rows, std::string* error,
+               int32_t* argmax = nullptr);
 
   bool hybrid() const;
   int max_tokens() const;

@@ -27,6 +27,9 @@ class Sampler {
   // recent: the tokens the repetition penalty looks at (prompt + generated).
   // logits may be modified (penalty applied in place).
   int32_t sample(float* logits, std::span<const int32_t> recent);
+  // True when sample() is the first maximum of the logits as they are
+  // (greedy, no repetition penalty): a device's argmax gives the same token.
+  bool plain_argmax() const { return p_.temperature <= 0.0f && p_.repeat_penalty == 1.0f; }
 
  private:
   double next_uniform();  // [0, 1)

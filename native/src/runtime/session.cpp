@@ -83,7 +83,8 @@ bool GuildSession::check_tokens(std::span<const int32_t> tokens, size_t base, st
   return true;
 }
 
-bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
+bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
+                               int32_t* argmax_rows) {
   GpuExecution& g = *model_.gpu();
   // The device KV cache holds one session's history: if it is not ours (or
   // holds less of it), re-run our history first.
@@ -105,9 +106,11 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
     if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
     const int n = static_cast<int>(std::min<size_t>(tokens.size() - done, static_cast<size_t>(T)));
     const bool last_chunk = done + n == tokens.size();
-    float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
+    const bool argmax_only = argmax_rows && !all_logits;
+    float* out = argmax_only ? nullptr : all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
     g.kv_owner = 0;
-    if (!g.forward(tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr, &err))
+    if (!g.forward(tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr || argmax_only,
+                   &err, argmax_only ? argmax_rows + done : nullptr))
       return device_failed(err);
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     g.kv_owner = id_;
@@ -146,6 +149,10 @@ bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, b
 
 void GuildSession::verify_window(std::span<const int32_t> window) {
   forward(window, window_logits_.data(), false);
+}
+
+bool GuildSession::verify_window_argmax(std::span<const int32_t> window, int32_t* argmax_rows) {
+  return model_.gpu() && forward_gpu(window, nullptr, false, argmax_rows);
 }
 
 bool GuildSession::take_turn(const std::function<void(int)>& on_queue, uint64_t* ticket, GenerateResult* res) {
@@ -250,6 +257,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   int32_t last = req.prompt.back();
   Clock::time_point t_first{};
   int32_t drafts[kMaxWindow];
+  int32_t window_argmax[kMaxWindow];
+  const bool device_greedy = model_.gpu() && sampler.plain_argmax();
   res.stop = StopReason::Length;
   bool done = res.tokens.size() >= static_cast<size_t>(req.max_new_tokens);
   while (!done) {
@@ -266,7 +275,10 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     window_.assign(1, last);
     window_.insert(window_.end(), drafts, drafts + n_drafts);
     const int base = static_cast<int>(history_.size());
-    verify_window(window_);
+    // Greedy on the GPU: the device's argmax of each row is the token; only
+    // those ids come back (no logits copy, no host-side scan of the vocabulary).
+    if (device_greedy) verify_window_argmax(window_, window_argmax);
+    else verify_window(window_);
     if (!device_error_.empty())
       return fail(GenerateError::Device, "device failure during decode (" + device_error_ + "); the model must be reloaded");
     res.n_drafted += n_drafts;
@@ -277,7 +289,7 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     int accepted = 0;
     for (int i = 0; i <= n_drafts && !done; ++i) {
       float* row = window_logits_.data() + static_cast<size_t>(i) * n_vocab_;
-      const int32_t tok = sampler.sample(row, recent);
+      const int32_t tok = device_greedy ? window_argmax[i] : sampler.sample(row, recent);
       ++accepted;
       if (res.tokens.empty()) { t_first = Clock::now(); res.ttft_ms = ms_since(t_start); }
       if (!req.ignore_eog && vocab.is_eog(tok)) { res.stop = StopReason::Eos; done = true; break; }

@@ -90,6 +90,9 @@ class GuildSession {
   // of the history (all rows of logits into window_logits), then keep only
   // the first `keep` of them.
   void verify_window(std::span<const int32_t> window);
+  // The same on the GPU for greedy decode: each row's argmax (first maximum)
+  // into argmax_rows, no logits copied to the host. False on a device error.
+  bool verify_window_argmax(std::span<const int32_t> window, int32_t* argmax_rows);
   void commit(int base, int keep) { history_.resize(static_cast<size_t>(base + keep)); }
   const float* window_logits(int row) const { return window_logits_.data() + static_cast<size_t>(row) * n_vocab_; }
 
@@ -109,7 +112,9 @@ class GuildSession {
   int n_ctx_ = 0;
   int max_batch_ = 0;
   int n_vocab_ = 0;
-  bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel);
+  // argmax_rows (with all_logits null): every row's first maximum from the
+  // device instead of logits (greedy decode: no logits cross to the host).
+  bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel, int32_t* argmax_rows = nullptr);
   // Records a device error, marks the model failed (fail-closed); returns false.
   bool device_failed(const std::string& error);
   std::string device_error_;         // set by a failed GPU pass

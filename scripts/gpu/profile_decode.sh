@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Per-kernel times of decode steps (all on the GPU) with Nsight Compute, on a
+# few-layer model of the Qwen3-30B-A3B shape (the kernels per layer are the
+# same as the full model's). Where ncu cannot read counters, says so.
+#
+#   scripts/gpu/profile_decode.sh OUT_DIR [LAYERS]
+#
+# Writes OUT_DIR/ncu.csv (one row per kernel: name, grid, block, duration) and
+# OUT_DIR/kernels.txt (the last decode step's kernels, grouped by name, with
+# their share of the step).
+set -u -o pipefail
+OUT=${1:?usage: profile_decode.sh OUT_DIR [LAYERS]}
+LAYERS=${2:-4}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
+mkdir -p "$OUT"
+if [ ! -x "$BUILD/native/tools/guild-bench" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGUILD_CUDA=ON -DGUILD_CUDA_ARCHS=90 \
+    -DGUILD_BUILD_TESTS=ON -DGUILD_BUILD_TOOLS=ON > "$OUT/build.log" 2>&1 &&
+  ninja -C "$BUILD" packages/cuda/libguild-cuda.so packages/cpu-generic/libcpu-generic.so \
+    packages/cpu-avx2/libcpu-avx2.so packages/cpu-avx512/libcpu-avx512.so native/tools/guild-bench \
+    native/tools/guild-gen-model >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+MODEL=/tmp/guild-a3b-${LAYERS}l.gguf
+[ -f "$MODEL" ] || "$BUILD/native/tools/guild-gen-model" --preset qwen3-30b-a3b --layers "$LAYERS" --out "$MODEL" \
+  --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "no ncu on this machine"; exit 1; }
+GUILD_CUDA_GRAPHS=0 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 8 --gen-tokens 4 --reps 1 \
+  --warmup 0 --threads 8 > "$OUT/ncu.csv" 2> "$OUT/ncu.err" || { tail -20 "$OUT/ncu.err"; tail -5 "$OUT/ncu.csv"; }
+python3 - "$OUT/ncu.csv" "$LAYERS" > "$OUT/kernels.txt" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+rows = [r for r in rows if r.get("Metric Name") == "gpu__time_duration.sum"]
+for r in rows: r["Metric Value"] = r["Metric Value"].replace(",", "")
+# The last decode step (GUILD_CUDA_GRAPHS=0: launched kernel by kernel): the kernels after the last-but-one argmax.
+ends = [-1] + [i for i, r in enumerate(rows) if "argmax" in r["Kernel Name"]]
+steps = [rows[a + 1: b + 1] for a, b in zip(ends, ends[1:])]
+steps = [s for s in steps if any("attn_decode" in r["Kernel Name"] for r in s)] or [rows]
+step = steps[-1]
+tot = sum(float(r["Metric Value"]) for r in step)
+print(f"{len(rows)} kernels profiled; last decode step: {len(step)} kernels, {tot/1e3:.1f} us of kernel time ({sys.argv[2]} layers)")
+agg = collections.OrderedDict()
+for r in step:
+    name = r["Kernel Name"].split("(")[0]
+    a = agg.setdefault(name, [0, 0.0, r["Grid Size"], r["Block Size"]])
+    a[0] += 1; a[1] += float(r["Metric Value"])
+for name, (n, t, g, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+    print(f"{name:<40} x{n:<4} {t/1e3:9.1f} us {100*t/tot:5.1f} %  avg {t/n/1e3:7.2f} us  grid {g} block {b}")
+print("\nsequence of the step:")
+for r in step:
+    print(f"  {float(r['Metric Value'])/1e3:8.2f} us  {r['Kernel Name'][:90]}  grid {r['Grid Size']} block {r['Block Size']}")
+PY
+cat "$OUT/kernels.txt" | head -60
+# The same steps without the profiler: the graph's time per token, to set
+# against the kernels' sum (the difference is launch gaps and tails).
+"$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 512 --gen-tokens 128 --reps 3 \
+  --warmup 16 --threads 8 > "$OUT/bench.json" 2> "$OUT/bench.err"
+python3 -c "
+import json,sys; d=json.load(open('$OUT/bench.json')); t=d['decode_tokens_per_s']['median']
+print(f'decode without the profiler: {t:.1f} tok/s = {1e6/t:.1f} us per token ($LAYERS layers)')"
