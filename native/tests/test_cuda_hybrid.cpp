@@ -315,6 +315,7 @@ TEST(profile_records_calibration_and_budget_errors) {
   CHECK(d["calibration_tokens"].as_int() > 0);
   CHECK(d["cpu_us_per_expert_mean"].as_double() > 0);
   CHECK(d["copy_us_per_expert"].as_double() > 0);
+  CHECK(d["gpu_us_per_expert"].as_double() > 0);  // the GPU's own cost, measured beside the CPU's
   const long long stream_min = d["prefill_stream_min_tokens"].as_int(-1);
   CHECK(stream_min == 0 || stream_min >= 2);  // 0: the measured costs say the CPU is always cheaper
   CHECK(d["cpu_us_per_expert_batch"].as_double() > 0);

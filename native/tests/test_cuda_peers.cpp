@@ -173,16 +173,28 @@ void check_split(const std::string& peers, bool stand_in, const char* label) {
 
     // The profile names the peer and its plan.
     const json::Value prof = with_peer->profile().to_json();
+    // Calibration measured the peer: its cache fill per expert, one token's
+    // round trip through it and the activation copies alone; and the primary's
+    // own cost per expert.
     bool listed = false;
-    double copy_us = -1;
+    double copy_us = -1, round_us = -1, act_us = -1, gpu_us = -1;
     for (const auto& st : prof["stages"].as_array())
       if (st["name"].as_string() == "calibration" && st["detail"]["peers"].is_array()) {
         listed = st["detail"]["peers"].as_array().size() == 1;
-        if (listed) copy_us = st["detail"]["peers"].as_array()[0]["copy_us_per_expert"].as_double(-1);
+        gpu_us = st["detail"]["gpu_us_per_expert"].as_double(-1);
+        if (!listed) continue;
+        const auto& pc = st["detail"]["peers"].as_array()[0];
+        copy_us = pc["copy_us_per_expert"].as_double(-1);
+        round_us = pc["token_round_trip_us"].as_double(-1);
+        act_us = pc["activation_copies_us"].as_double(-1);
+        CHECK(pc["pays_off"].is_bool());
       }
     CHECK(listed);
-    std::printf("    peer copy per expert: %.1f us\n", copy_us);
+    std::printf("    peer: cache fill %.1f us per expert, one token's round trip %.1f us (activation copies %.1f us); "
+                "primary %.2f us per expert\n", copy_us, round_us, act_us, gpu_us);
     CHECK(copy_us > 0);
+    CHECK(round_us > 0 && act_us > 0 && act_us < round_us);
+    CHECK(gpu_us > 0);
     ++compared;
   }
   CHECK(compared > 0);

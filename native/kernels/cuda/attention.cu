@@ -11,6 +11,10 @@
 //    queries per block (16 per warp), K/V tiles of 64 positions by cp.async,
 //    S = Q·Kᵀ and O += P·V by mma.sync.m16n8k16 (fp16 in, fp32 out), online
 //    softmax in fp32 (exp2 with log2(e) folded into the query scale), causal mask.
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "common.cuh"
 
 namespace guild::cuda {
@@ -38,6 +42,7 @@ template <int D, int GM>
 __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnArgs a, const int32_t* __restrict__ pos0,
                                                                      int hpb, float* __restrict__ part_o,
                                                                      float* __restrict__ part_ml) {
+  pdl_begin();
   constexpr int DC = D / 8;                     // 16-byte chunks per row
   constexpr int NPG = kDecodeThreads / DC;      // position groups in P·V
   __shared__ __align__(16) float q_s[GM][D];
@@ -156,6 +161,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
 __global__ void attn_combine_kernel(const AttnArgs a, const int32_t* __restrict__ pos0, const float* __restrict__ part_o,
                                     const float* __restrict__ part_ml, int8_t* __restrict__ yq,
                                     half2* __restrict__ yds) {
+  pdl_begin();
   const int h = blockIdx.x;
   const int d = threadIdx.x;
   const int D = a.head_dim;
@@ -185,14 +191,14 @@ cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work,
   float* part_o = work;
   float* part_ml = work + static_cast<size_t>(n_chunks) * a.n_head * D;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);
-  if (hpb == 1) attn_decode_kernel<D, 1><<<grid, kDecodeThreads, 0, s>>>(a, pos0, hpb, part_o, part_ml);
-  else if (hpb == 2) attn_decode_kernel<D, 2><<<grid, kDecodeThreads, 0, s>>>(a, pos0, hpb, part_o, part_ml);
-  else if (hpb <= 4) attn_decode_kernel<D, 4><<<grid, kDecodeThreads, 0, s>>>(a, pos0, hpb, part_o, part_ml);
-  else attn_decode_kernel<D, 8><<<grid, kDecodeThreads, 0, s>>>(a, pos0, hpb, part_o, part_ml);
+  if (hpb == 1) launch_pdl(attn_decode_kernel<D, 1>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
+  else if (hpb == 2) launch_pdl(attn_decode_kernel<D, 2>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
+  else if (hpb <= 4) launch_pdl(attn_decode_kernel<D, 4>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
+  else launch_pdl(attn_decode_kernel<D, 8>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
   cudaError_t err = launch_status();
   if (err != cudaSuccess) return err;
   const int threads = ((D + 31) / 32) * 32;
-  attn_combine_kernel<<<a.n_head, threads, 0, s>>>(a, pos0, part_o, part_ml, q8 ? q8->qs : nullptr,
+  launch_pdl(attn_combine_kernel, dim3(a.n_head), dim3(threads), 0, s, a, pos0, part_o, part_ml, q8 ? q8->qs : nullptr,
                                                    q8 ? reinterpret_cast<half2*>(q8->ds) : nullptr);
   return launch_status();
 }
@@ -236,6 +242,7 @@ constexpr size_t prefill_smem() { return static_cast<size_t>(kQTile + 2 * kKTile
 template <int D>
 __global__ void __launch_bounds__(128) attn_prefill_kernel(const AttnArgs a, const int32_t* __restrict__ pos0,
                                                            int n_tokens) {
+  pdl_begin();
   constexpr int LD = D + 8;
   extern __shared__ __align__(16) uint8_t smem[];
   __half* Qs = reinterpret_cast<__half*>(smem);
@@ -396,7 +403,7 @@ cudaError_t launch_prefill_d(const AttnArgs& a, const int32_t* pos0, int n_token
   static const cudaError_t attr = prefill_attr<D>();
   if (attr != cudaSuccess) return attr;
   dim3 grid(ceil_div(n_tokens, kQTile), a.n_head);
-  attn_prefill_kernel<D><<<grid, 128, prefill_smem<D>(), s>>>(a, pos0, n_tokens);
+  launch_pdl(attn_prefill_kernel<D>, dim3(grid), dim3(128), prefill_smem<D>(), s, a, pos0, n_tokens);
   return launch_status();
 }
 
@@ -449,9 +456,27 @@ cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_toke
   }
 }
 
+namespace {
+// -1: not decided (no kernels_init yet: plain launches), 0 off, 1 on.
+std::atomic<int> g_pdl{-1};
+}  // namespace
+
+bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed) == 1; }
+
 cudaError_t kernels_init() {
   cudaError_t err = gemm_kernels_init();
   if (err != cudaSuccess) return err;
+  // Programmatic dependent launch: on when every device initialised so far
+  // has compute capability 9.0+ (GUILD_CUDA_PDL=0 turns it off, for measuring).
+  int dev = 0, major = 0;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
+    return err;
+  const char* env = std::getenv("GUILD_CUDA_PDL");
+  const bool on = major >= 9 && !(env && std::string(env) == "0");
+  int cur = g_pdl.load();
+  while (!g_pdl.compare_exchange_weak(cur, (cur == -1 || cur == 1) && on ? 1 : 0)) {
+  }
   for (cudaError_t e : {prefill_attr<32>(), prefill_attr<64>(), prefill_attr<96>(), prefill_attr<128>()})
     if (e != cudaSuccess) return e;
   return cudaSuccess;

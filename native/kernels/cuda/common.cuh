@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <utility>
+
 #include "core/quant_blocks.h"
 #include "core/tensor_type.h"
 #include "cuda/cuda_kernels.h"
@@ -22,6 +24,40 @@ namespace guild::cuda {
 
 // Launch epilogue: the error of the launch just made (configuration errors).
 inline cudaError_t launch_status() { return cudaGetLastError(); }
+
+// Programmatic dependent launch (sm_90+, docs/CUDA.md "Decode"): a kernel is
+// launched while the previous one in its stream still runs, so the launch
+// latency between the many small kernels of a decode step overlaps the tail
+// of the one before. Every kernel starts with pdl_begin(): it waits until the
+// previous grid has finished and its writes are visible (before touching any
+// memory: reads and writes both), then lets the next grid start launching.
+// Without the launch attribute both are no-ops.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// True once kernels_init() found every initialised device able to (compute
+// capability >= 9.0) and GUILD_CUDA_PDL is not "0".
+bool pdl_enabled();
+// kernel<<<grid, block, smem, s>>>(args...) with programmatic stream
+// serialization allowed when pdl_enabled().
+template <typename... Params, typename... Args>
+inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                              Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
                    kBF16 = 30;

@@ -71,6 +71,7 @@ struct TokenRows {
 
 template <uint32_t T, int BN, bool MOE>
 __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmParams p) {
+  pdl_begin();
   constexpr int NWARPS = 4 * (BN / 32);
   constexpr int NT = NWARPS * 32;
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -213,6 +214,7 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
 // F32 weights: 64 rows x 32 tokens per block, 128 threads of 4 x 4 outputs, K steps of 16.
 template <bool MOE>
 __global__ void __launch_bounds__(128) gemm_f32_kernel(const GemmParams p) {
+  pdl_begin();
   constexpr int BM = 64, BN = 32, BK = 16;
   __shared__ float Ws[BK][BM + 4];
   __shared__ float Xs[BK][BN + 4];
@@ -297,7 +299,7 @@ cudaError_t launch_mma(const GemmParams& p, unsigned grid_y, cudaStream_t s) {
   static const cudaError_t attr = set_mma_attr<T, BN, MOE>();
   if (attr != cudaSuccess) return attr;
   dim3 grid(ceil_div(p.n_out, kBM), grid_y);
-  gemm_mma_kernel<T, BN, MOE><<<grid, 128 * (BN / 32), mma_smem_bytes<BN>(), s>>>(p);
+  launch_pdl(gemm_mma_kernel<T, BN, MOE>, dim3(grid), dim3(128 * (BN / 32)), mma_smem_bytes<BN>(), s, p);
   return launch_status();
 }
 
@@ -328,7 +330,7 @@ cudaError_t launch_gemm(const DevMatrix& w, const GemmParams& p, unsigned grid_y
                         cudaStream_t s) {
   if (w.type == kF32) {
     dim3 grid(ceil_div(p.n_out, 64), MOE ? grid_y_moe : ceil_div(p.n_tokens, 32));
-    gemm_f32_kernel<MOE><<<grid, 128, 0, s>>>(p);
+    launch_pdl(gemm_f32_kernel<MOE>, dim3(grid), dim3(128), 0, s, p);
     return launch_status();
   }
   cudaError_t err = cudaErrorNotSupported;

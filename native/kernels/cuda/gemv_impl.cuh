@@ -99,6 +99,7 @@ __device__ __forceinline__ bool next_cols(const GemvParams& p, int expert_idx, i
 
 template <uint32_t T, int NC, int R, bool MOE, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p) {
+  pdl_begin();
   using U = QUnit<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // This block's matrix (several in one launch: find its segment).
@@ -260,6 +261,7 @@ template <> struct FloatRow<kBF16> {
 
 template <uint32_t T, int NC, bool MOE, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p) {
+  pdl_begin();
   using F = FloatRow<T>;
   constexpr int EB = (T == kF32) ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -332,6 +334,7 @@ constexpr int kCombineBatch = 8;
 
 template <uint32_t T>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvParams p) {
+  pdl_begin();
   using U = QUnit<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + warp;
@@ -369,6 +372,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvP
 
 template <uint32_t T>
 __global__ void __launch_bounds__(kWarps * 32) gemv_f_combine_kernel(const GemvParams p) {
+  pdl_begin();
   using F = FloatRow<T>;
   constexpr int EB = (T == kF32) ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -398,8 +402,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_f_combine_kernel(const GemvP
 template <uint32_t T>
 cudaError_t launch_combine(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(ceil_div(p.n_out, kWarps));
-  if constexpr (T == kF32 || T == kF16 || T == kBF16) gemv_f_combine_kernel<T><<<grid, kWarps * 32, 0, s>>>(p);
-  else gemv_q_combine_kernel<T><<<grid, kWarps * 32, 0, s>>>(p);
+  if constexpr (T == kF32 || T == kF16 || T == kBF16) launch_pdl(gemv_f_combine_kernel<T>, dim3(grid), dim3(kWarps * 32), 0, s, p);
+  else launch_pdl(gemv_q_combine_kernel<T>, dim3(grid), dim3(kWarps * 32), 0, s, p);
   return launch_status();
 }
 
@@ -419,7 +423,7 @@ void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
     p.seg_first_block[p.n_seg] = blocks;
   }
   dim3 grid(blocks, grid_y);
-  gemv_q_kernel<T, NC, R, MOE, GLU><<<grid, kWarps * 32, static_cast<size_t>(p.stage) * kWarps, s>>>(p);
+  launch_pdl(gemv_q_kernel<T, NC, R, MOE, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(p.stage) * kWarps, s, p);
 }
 
 template <uint32_t T, int NC, bool MOE, bool GLU>
@@ -439,7 +443,7 @@ cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
 template <uint32_t T, int NC, bool MOE, bool GLU>
 cudaError_t launch_f(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
   dim3 grid(ceil_div(p.n_out, kWarps), grid_y);
-  gemv_f_kernel<T, NC, MOE, GLU><<<grid, kWarps * 32, 0, s>>>(p);
+  launch_pdl(gemv_f_kernel<T, NC, MOE, GLU>, dim3(grid), dim3(kWarps * 32), 0, s, p);
   return launch_status();
 }
 

@@ -23,6 +23,7 @@ __device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
 __global__ void hybrid_export_kernel(const float* __restrict__ xn, int64_t count, const int32_t* __restrict__ ids,
                                      const float* __restrict__ w, int n_slots, const int32_t* __restrict__ slot_of,
                                      float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n_slots) {
     const int32_t e = ids[i];
@@ -35,6 +36,7 @@ __global__ void hybrid_export_kernel(const float* __restrict__ xn, int64_t count
 }
 
 __global__ void hybrid_post_kernel(HybridMailbox* mb, int layer, int n, const int32_t* pending, uint32_t* seq) {
+  pdl_begin();
   if (*pending == 0) return;
   const uint32_t s = *seq + 1;
   *seq = s;
@@ -46,6 +48,7 @@ __global__ void hybrid_post_kernel(HybridMailbox* mb, int layer, int n, const in
 
 __global__ void hybrid_wait_kernel(const HybridMailbox* mb, const int32_t* pending, const uint32_t* seq,
                                    int32_t* error_flag, uint64_t timeout_ns) {
+  pdl_begin();
   if (*pending == 0 || *error_flag) return;
   const uint32_t want = *seq;
   uint64_t t0;
@@ -64,6 +67,7 @@ __global__ void hybrid_wait_kernel(const HybridMailbox* mb, const int32_t* pendi
 
 __global__ void hybrid_add_kernel(float* __restrict__ x, const float* h_out, int64_t count, const int32_t* pending,
                                   const int32_t* error_flag) {
+  pdl_begin();
   if (*pending == 0 || *error_flag) return;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -82,20 +86,20 @@ cudaError_t hybrid_export(const float* xn, int n, int d, const int32_t* ids, con
   const int64_t count = static_cast<int64_t>(n) * d;
   const int n_slots = n * k;
   const unsigned blocks = std::max(ceil_div(n_slots, 256), std::min<unsigned>(ceil_div(count, 256), 264));
-  hybrid_export_kernel<<<blocks, 256, 0, s>>>(xn, count, ids, weights, n_slots, slot_of, h_xn, h_ids, h_w, pending);
+  launch_pdl(hybrid_export_kernel, dim3(blocks), dim3(256), 0, s, xn, count, ids, weights, n_slots, slot_of, h_xn, h_ids, h_w, pending);
   return launch_status();
 }
 
 cudaError_t hybrid_post(HybridMailbox* mb, int layer, int n, const int32_t* pending, uint32_t* seq, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!mb || !pending || !seq, cudaErrorInvalidValue);
-  hybrid_post_kernel<<<1, 1, 0, s>>>(mb, layer, n, pending, seq);
+  launch_pdl(hybrid_post_kernel, dim3(1), dim3(1), 0, s, mb, layer, n, pending, seq);
   return launch_status();
 }
 
 cudaError_t hybrid_wait(const HybridMailbox* mb, const int32_t* pending, const uint32_t* seq, int32_t* error_flag,
                         uint64_t timeout_ns, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!mb || !pending || !seq || !error_flag, cudaErrorInvalidValue);
-  hybrid_wait_kernel<<<1, 1, 0, s>>>(mb, pending, seq, error_flag, timeout_ns);
+  launch_pdl(hybrid_wait_kernel, dim3(1), dim3(1), 0, s, mb, pending, seq, error_flag, timeout_ns);
   return launch_status();
 }
 
@@ -103,7 +107,7 @@ cudaError_t hybrid_add(float* x, const float* h_out, int64_t count, const int32_
                        cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!x || !h_out || !pending || !error_flag || count < 0, cudaErrorInvalidValue);
   if (count == 0) return cudaSuccess;
-  hybrid_add_kernel<<<std::min<unsigned>(ceil_div(count, 256), 1024), 256, 0, s>>>(x, h_out, count, pending, error_flag);
+  launch_pdl(hybrid_add_kernel, dim3(std::min<unsigned>(ceil_div(count, 256), 1024)), dim3(256), 0, s, x, h_out, count, pending, error_flag);
   return launch_status();
 }
 

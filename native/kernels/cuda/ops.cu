@@ -13,6 +13,7 @@ namespace {
 __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stride, int rows, int n_runs,
                                      int8_t* __restrict__ qs, int64_t qs_stride, half2* __restrict__ ds,
                                      int64_t ds_stride) {
+  pdl_begin();
   const int64_t run = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (run >= static_cast<int64_t>(rows) * n_runs) return;
@@ -23,6 +24,7 @@ __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stri
 
 __global__ void convert_f16_kernel(const float* __restrict__ x, int64_t x_stride, int rows, int n,
                                    __half* __restrict__ y, int64_t y_stride) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * n) return;
   const int64_t r = i / n, c = i % n;
@@ -50,6 +52,7 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x
                                                            int64_t yq_stride, half2* __restrict__ yds,
                                                            int64_t yds_stride, __half* __restrict__ yh,
                                                            int64_t yh_stride) {
+  pdl_begin();
   __shared__ float red[32];
   const int row = blockIdx.x;
   float* xr = x + static_cast<int64_t>(row) * n;
@@ -100,6 +103,7 @@ __device__ __forceinline__ float yarn_ramp_dev(float low, float high, int i0) {
 
 // cs[t][2p], cs[t][2p+1] = cos, sin of the angle of pair p at position pos0 + t.
 __global__ void rope_table_kernel(RopeDev r, const int32_t* __restrict__ pos0, int n_tokens, float* __restrict__ cs) {
+  pdl_begin();
   const int t = blockIdx.x;
   const int half = r.n_rot / 2;
   const int pos = *pos0 + t;
@@ -139,6 +143,7 @@ constexpr int kMaxHeadDim = 256;
 
 __global__ void rope_apply_kernel(RopeDev r, const float* __restrict__ cs, float* __restrict__ x, int n_heads,
                                   int head_dim, int64_t stride) {
+  pdl_begin();
   __shared__ float buf[4][kMaxHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x;
@@ -154,6 +159,7 @@ __global__ void rope_apply_kernel(RopeDev r, const float* __restrict__ cs, float
 
 // One warp per head: blockIdx.y*4 + warp < n_head: q heads; then n_head_kv k heads; then v heads.
 __global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ cs, const int32_t* __restrict__ pos0) {
+  pdl_begin();
   __shared__ float buf[4][kMaxHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x;
@@ -201,6 +207,7 @@ __global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ 
 // ---- elementwise ----------------------------------------------------------------------------
 
 __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n, float* __restrict__ o) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float x = g[i];
@@ -208,6 +215,7 @@ __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restri
 }
 
 __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, int64_t n) {
+  pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += y[i];
 }
@@ -220,6 +228,7 @@ constexpr int kRouteMaxK = 32;
 // One warp per token.
 __global__ void moe_route_kernel(const float* __restrict__ logits, int n_tokens, int n_expert, int k,
                                  int32_t* __restrict__ ids, float* __restrict__ weights) {
+  pdl_begin();
   __shared__ int sel_id[4][kRouteMaxK];
   __shared__ float sel_l[4][kRouteMaxK];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -285,6 +294,7 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
                                                                  int32_t* __restrict__ active,
                                                                  int32_t* __restrict__ counters,
                                                                  int32_t* __restrict__ tiles) {
+  pdl_begin();
   __shared__ int cnt[kGroupMaxExperts];
   __shared__ int cur[kGroupMaxExperts];
   __shared__ int s_ids[kGroupSmemSlots];
@@ -357,6 +367,7 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w, int k, int n,
                                    float* __restrict__ x) {
+  pdl_begin();
   const int t = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= n) return;
@@ -371,6 +382,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
 
 __global__ void moe_combine_masked_kernel(const float* __restrict__ y, const float* __restrict__ w,
                                           const int32_t* __restrict__ slot_ids, int k, int n, float* __restrict__ x) {
+  pdl_begin();
   const int t = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= n) return;
@@ -389,6 +401,7 @@ __global__ void moe_combine_masked_kernel(const float* __restrict__ y, const flo
 
 __global__ void moe_remap_ids_kernel(const int32_t* __restrict__ ids, int n_slots, const int32_t* __restrict__ slot_of,
                                      int32_t* __restrict__ cache_ids, uint32_t* __restrict__ counts) {
+  pdl_begin();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_slots) return;
   const int32_t e = ids[i];
@@ -401,6 +414,7 @@ __global__ void moe_remap_ids_kernel(const int32_t* __restrict__ ids, int n_slot
 template <uint32_t T>
 __global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t row_stride, const int32_t* __restrict__ ids,
                                 int n_runs, float* __restrict__ out, int64_t out_stride) {
+  pdl_begin();
   const int i = blockIdx.y;
   const int run = blockIdx.x * blockDim.x + threadIdx.x;
   if (run >= n_runs) return;
@@ -416,6 +430,7 @@ __global__ void get_rows_kernel(const uint8_t* __restrict__ table, size_t row_st
 __global__ void get_rows_plain_kernel(const uint8_t* __restrict__ table, uint32_t type, size_t row_stride,
                                       const int32_t* __restrict__ ids, int n, float* __restrict__ out,
                                       int64_t out_stride) {
+  pdl_begin();
   const int i = blockIdx.y;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= n) return;
@@ -445,6 +460,7 @@ constexpr int kArgmaxPerThread = 16;
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ x, int n, int rows,
                                                                 unsigned long long* __restrict__ work,
                                                                 int32_t* __restrict__ out) {
+  pdl_begin();
   __shared__ unsigned long long red[kArgmaxThreads / 32];
   __shared__ bool last;
   const int row = blockIdx.y;
@@ -504,7 +520,7 @@ cudaError_t quantize_q8_1(const float* x, int64_t x_stride, int rows, int n, con
   GUILD_CUDA_RETURN_IF(!x || !out.qs || !out.ds || rows < 0 || n % 32 != 0, cudaErrorInvalidValue);
   if (rows == 0 || n == 0) return cudaSuccess;
   const int64_t runs = static_cast<int64_t>(rows) * (n / 32);
-  quantize_q8_1_kernel<<<ceil_div(runs, 8), 256, 0, s>>>(x, x_stride, rows, n / 32, out.qs, out.qs_stride,
+  launch_pdl(quantize_q8_1_kernel, dim3(ceil_div(runs, 8)), dim3(256), 0, s, x, x_stride, rows, n / 32, out.qs, out.qs_stride,
                                                           reinterpret_cast<half2*>(out.ds), out.ds_stride);
   return launch_status();
 }
@@ -514,7 +530,7 @@ cudaError_t convert_f16(const float* x, int64_t x_stride, int rows, int n, uint1
   GUILD_CUDA_RETURN_IF(!x || !y || rows < 0 || n < 0, cudaErrorInvalidValue);
   const int64_t total = static_cast<int64_t>(rows) * n;
   if (total == 0) return cudaSuccess;
-  convert_f16_kernel<<<ceil_div(total, 256), 256, 0, s>>>(x, x_stride, rows, n, reinterpret_cast<__half*>(y), y_stride);
+  launch_pdl(convert_f16_kernel, dim3(ceil_div(total, 256)), dim3(256), 0, s, x, x_stride, rows, n, reinterpret_cast<__half*>(y), y_stride);
   return launch_status();
 }
 
@@ -528,10 +544,10 @@ cudaError_t rms_norm(float* x, const float* add, const float* w, float eps, int 
   half2* yds = y_q8 ? reinterpret_cast<half2*>(y_q8->ds) : nullptr;
   const int64_t qs_stride = y_q8 ? y_q8->qs_stride : 0, ds_stride = y_q8 ? y_q8->ds_stride : 0;
   if (n >= 1024)
-    rms_norm_kernel<512><<<rows, 512, 0, s>>>(x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
+    launch_pdl(rms_norm_kernel<512>, dim3(rows), dim3(512), 0, s, x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
                                                reinterpret_cast<__half*>(y_f16), y_f16_stride);
   else
-    rms_norm_kernel<128><<<rows, 128, 0, s>>>(x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
+    launch_pdl(rms_norm_kernel<128>, dim3(rows), dim3(128), 0, s, x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
                                                reinterpret_cast<__half*>(y_f16), y_f16_stride);
   return launch_status();
 }
@@ -539,7 +555,7 @@ cudaError_t rms_norm(float* x, const float* add, const float* w, float eps, int 
 cudaError_t rope_table(const RopeConfig& r, const int32_t* pos0, int n_tokens, float* cs, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!pos0 || !cs || n_tokens < 0 || r.n_rot <= 0 || r.n_rot % 2 != 0, cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
-  rope_table_kernel<<<n_tokens, 64, 0, s>>>(rope_dev(r), pos0, n_tokens, cs);
+  launch_pdl(rope_table_kernel, dim3(n_tokens), dim3(64), 0, s, rope_dev(r), pos0, n_tokens, cs);
   return launch_status();
 }
 
@@ -548,7 +564,7 @@ cudaError_t rope_apply(const RopeConfig& r, const float* cs, float* x, int n_tok
   GUILD_CUDA_RETURN_IF(!cs || !x || head_dim > kMaxHeadDim || r.n_rot > head_dim || r.n_rot % 2 != 0,
                        cudaErrorInvalidValue);
   if (n_tokens == 0 || n_heads == 0) return cudaSuccess;
-  rope_apply_kernel<<<dim3(n_tokens, ceil_div(n_heads, 4)), 128, 0, s>>>(rope_dev(r), cs, x, n_heads, head_dim, stride);
+  launch_pdl(rope_apply_kernel, dim3(n_tokens, ceil_div(n_heads, 4)), dim3(128), 0, s, rope_dev(r), cs, x, n_heads, head_dim, stride);
   return launch_status();
 }
 
@@ -560,21 +576,21 @@ cudaError_t qkv_post(const QkvPost& p, const RopeConfig& r, const float* cs, con
   GUILD_CUDA_RETURN_IF(r.n_rot > 0 && !cs, cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
   const int heads = p.n_head + 2 * p.n_head_kv;
-  qkv_post_kernel<<<dim3(n_tokens, ceil_div(heads, 4)), 128, 0, s>>>(p, rope_dev(r), cs, pos0);
+  launch_pdl(qkv_post_kernel, dim3(n_tokens, ceil_div(heads, 4)), dim3(128), 0, s, p, rope_dev(r), cs, pos0);
   return launch_status();
 }
 
 cudaError_t swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!gate || !up || !out || n < 0, cudaErrorInvalidValue);
   if (n == 0) return cudaSuccess;
-  swiglu_kernel<<<ceil_div(n, 256), 256, 0, s>>>(gate, up, n, out);
+  launch_pdl(swiglu_kernel, dim3(ceil_div(n, 256)), dim3(256), 0, s, gate, up, n, out);
   return launch_status();
 }
 
 cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!x || !y || n < 0, cudaErrorInvalidValue);
   if (n == 0) return cudaSuccess;
-  add_kernel<<<ceil_div(n, 256), 256, 0, s>>>(x, y, n);
+  launch_pdl(add_kernel, dim3(ceil_div(n, 256)), dim3(256), 0, s, x, y, n);
   return launch_status();
 }
 
@@ -584,7 +600,7 @@ cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, in
                            k > kRouteMaxK || k > n_expert,
                        cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
-  moe_route_kernel<<<ceil_div(n_tokens, 4), 128, 0, s>>>(logits, n_tokens, n_expert, k, ids, weights);
+  launch_pdl(moe_route_kernel, dim3(ceil_div(n_tokens, 4)), dim3(128), 0, s, logits, n_tokens, n_expert, k, ids, weights);
   return launch_status();
 }
 
@@ -598,7 +614,7 @@ cudaError_t moe_group(const MoeGroups& g, int n_tokens, int k, int n_expert, cud
   GUILD_CUDA_RETURN_IF(n_expert < 1 || n_expert > kGroupMaxExperts || n_expert > 32767 || k < 1 || n_tokens < 0,
                        cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(g.max_tiles < 1, cudaErrorInvalidValue);
-  moe_group_kernel<<<1, kGroupThreads, 0, s>>>(g.ids, n_tokens * k, n_expert, kMoeTileTokens, g.max_tiles, g.offsets,
+  launch_pdl(moe_group_kernel, dim3(1), dim3(kGroupThreads), 0, s, g.ids, n_tokens * k, n_expert, kMoeTileTokens, g.max_tiles, g.offsets,
                                                g.slots, g.active, g.counters, g.tiles);
   return launch_status();
 }
@@ -607,7 +623,7 @@ cudaError_t moe_combine(const float* y, const float* weights, int n_tokens, int 
   GUILD_CUDA_RETURN_IF(!y || !weights || !x || k < 1 || n < 1, cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
   GUILD_CUDA_RETURN_IF(n_tokens > 65535, cudaErrorInvalidValue);
-  moe_combine_kernel<<<dim3(ceil_div(n, 256), n_tokens), 256, 0, s>>>(y, weights, k, n, x);
+  launch_pdl(moe_combine_kernel, dim3(ceil_div(n, 256), n_tokens), dim3(256), 0, s, y, weights, k, n, x);
   return launch_status();
 }
 
@@ -616,7 +632,7 @@ cudaError_t moe_combine_masked(const float* y, const float* weights, const int32
   GUILD_CUDA_RETURN_IF(!y || !weights || !slot_ids || !x || k < 1 || n < 1, cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
   GUILD_CUDA_RETURN_IF(n_tokens > 65535, cudaErrorInvalidValue);
-  moe_combine_masked_kernel<<<dim3(ceil_div(n, 256), n_tokens), 256, 0, s>>>(y, weights, slot_ids, k, n, x);
+  launch_pdl(moe_combine_masked_kernel, dim3(ceil_div(n, 256), n_tokens), dim3(256), 0, s, y, weights, slot_ids, k, n, x);
   return launch_status();
 }
 
@@ -624,7 +640,7 @@ cudaError_t moe_remap_ids(const int32_t* ids, int n_slots, const int32_t* slot_o
                           uint32_t* counts, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!ids || !slot_of || !cache_ids || n_slots < 0, cudaErrorInvalidValue);
   if (n_slots == 0) return cudaSuccess;
-  moe_remap_ids_kernel<<<ceil_div(n_slots, 256), 256, 0, s>>>(ids, n_slots, slot_of, cache_ids, counts);
+  launch_pdl(moe_remap_ids_kernel, dim3(ceil_div(n_slots, 256)), dim3(256), 0, s, ids, n_slots, slot_of, cache_ids, counts);
   return launch_status();
 }
 
@@ -636,7 +652,7 @@ cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* o
   const uint8_t* data = static_cast<const uint8_t*>(table.data);
   if (table.n_in % 32 != 0 || out_stride % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     GUILD_CUDA_RETURN_IF(!is_float_type(table.type), cudaErrorInvalidValue);
-    get_rows_plain_kernel<<<dim3(ceil_div(table.n_in, 128), n), 128, 0, s>>>(data, table.type, table.row_stride, ids,
+    launch_pdl(get_rows_plain_kernel, dim3(ceil_div(table.n_in, 128), n), dim3(128), 0, s, data, table.type, table.row_stride, ids,
                                                                             static_cast<int>(table.n_in), out, out_stride);
     return launch_status();
   }
@@ -644,7 +660,7 @@ cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* o
   dim3 grid(ceil_div(n_runs, 64), n);
   cudaError_t err = cudaErrorNotSupported;
   dispatch_type(table.type, [&]<uint32_t T>() {
-    get_rows_kernel<T><<<grid, 64, 0, s>>>(data, table.row_stride, ids, n_runs, out, out_stride);
+    launch_pdl(get_rows_kernel<T>, dim3(grid), dim3(64), 0, s, data, table.row_stride, ids, n_runs, out, out_stride);
     err = launch_status();
   });
   return err;
@@ -656,7 +672,7 @@ cudaError_t argmax_rows(const float* x, int rows, int n, int32_t* out, uint64_t*
   GUILD_CUDA_RETURN_IF(!x || !out || !work || rows < 0 || rows > 65535 || n < 1, cudaErrorInvalidValue);
   if (rows == 0) return cudaSuccess;
   const dim3 grid(ceil_div(n, kArgmaxThreads * kArgmaxPerThread), rows);
-  argmax_kernel<<<grid, kArgmaxThreads, 0, s>>>(x, n, rows, reinterpret_cast<unsigned long long*>(work), out);
+  launch_pdl(argmax_kernel, dim3(grid), dim3(kArgmaxThreads), 0, s, x, n, rows, reinterpret_cast<unsigned long long*>(work), out);
   return launch_status();
 }
 

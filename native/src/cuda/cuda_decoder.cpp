@@ -853,15 +853,20 @@ struct CudaDecoder::Impl {
       if (r == cudaSuccess) r = peer_copy(p, p.ids, true, p.d_ids, static_cast<size_t>(n_slots) * 4, p.stream);
       if (r == cudaSuccess) r = peer_copy(p, p.weights, true, groups.weights, static_cast<size_t>(n_slots) * 4, p.stream);
       if (r != cudaSuccess) return fail("peer MoE (inputs)", r);
-      MoeGroups g = p.groups;
-      g.ids = p.ids;
-      g.weights = p.weights;
-      if ((r = moe_group(g, n, kk, pl.slots, p.stream)) != cudaSuccess) return fail("moe_group (peer)", r);
       Src px{p.xn, n, hp.n_embd};
-      if (!gpu_experts(pl.cache, g, pl.slots, px, n, p.work)) return false;
       const size_t out_bytes = static_cast<size_t>(n) * hp.n_embd * 4;
-      if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) == cudaSuccess)
-        r = moe_combine_masked(p.work.ffn_down, p.weights, p.ids, n, kk, hp.n_embd, p.out, p.stream);
+      if (n == 1) {  // decode: its choices straight from the remapped ids, summed into out
+        if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) != cudaSuccess) return fail("peer MoE (clear)", r);
+        if (!token_experts(pl.cache, p.ids, p.weights, px, p.work, p.out)) return false;
+      } else {
+        MoeGroups g = p.groups;
+        g.ids = p.ids;
+        g.weights = p.weights;
+        if ((r = moe_group(g, n, kk, pl.slots, p.stream)) != cudaSuccess) return fail("moe_group (peer)", r);
+        if (!gpu_experts(pl.cache, g, pl.slots, px, n, p.work)) return false;
+        if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) == cudaSuccess)
+          r = moe_combine_masked(p.work.ffn_down, p.weights, p.ids, n, kk, hp.n_embd, p.out, p.stream);
+      }
       if (r == cudaSuccess) r = peer_copy(p, p.out_primary, false, p.out, out_bytes, p.stream);
       if (r == cudaSuccess) r = cudaEventRecord(p.ev_out, p.stream);
       return r == cudaSuccess || fail("peer MoE (output)", r);
@@ -1095,6 +1100,9 @@ struct CudaDecoder::Impl {
   // computes it), without grouping; the down projection adds the weighted
   // sum of the choices to the residual x in the same pass.
   bool token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w) {
+    return token_experts(ex, ids, groups.weights, xs, w, x);
+  }
+  bool token_experts(const Experts& ex, const int32_t* ids, const float* weights, Src& xs, const Work& w, float* out) {
     const int kk = hp.n_expert_used;
     const int n_ff = hp.n_ff_exp;
     cudaError_t e;
@@ -1111,7 +1119,7 @@ struct CudaDecoder::Impl {
     // reads them but the combine skips them.
     Src hs{w.ffn_h, kk, n_ff};
     if (!ensure(hs, act_format_gemv(ex.down.type), w)) return false;
-    e = moe_gemv_combine(ex.down, view(hs, 0, w), ids, groups.weights, kk, x, w.stream);
+    e = moe_gemv_combine(ex.down, view(hs, 0, w), ids, weights, kk, out, w.stream);
     return e == cudaSuccess || fail("moe_gemv_combine", e);
   }
 
@@ -1686,6 +1694,71 @@ double CudaDecoder::measure_stream_us_per_expert(int layer, std::string* error) 
   }
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return us / uncached;
+}
+
+double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_only, std::string* error) {
+  Impl& I = *impl_;
+  if (!I.L.hybrid || layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe) return -1;
+  const int kk = I.hp.n_expert_used;
+  const Impl::Layer& ly = I.layers[layer];
+  // k choices of experts this device holds (repeated when it holds fewer).
+  std::vector<int32_t> ids(static_cast<size_t>(kk), -1);
+  Impl::Peer* peer = nullptr;
+  if (who == 0) {
+    if (ly.cache_slots == 0) return -1;
+    for (int j = 0; j < kk; ++j) ids[j] = j % ly.cache_slots;  // slots of the primary's cache
+  } else {
+    if (who < 1 || who > static_cast<int>(I.peers.size())) return -1;
+    peer = &I.peers[who - 1];
+    std::vector<int32_t> owned;  // expert ids this peer computes (its route maps them to its slots)
+    for (int32_t x : peer->layers[layer].cached)
+      if (x >= 0 && !ly.owner_of.empty() && ly.owner_of[x] == I.hp.n_expert + who - 1) owned.push_back(x);
+    if (owned.empty()) return -1;
+    for (int j = 0; j < kk; ++j) ids[j] = owned[j % owned.size()];
+  }
+  const std::vector<float> wts(static_cast<size_t>(kk), 1.0f / static_cast<float>(kk));
+  int32_t* d_ids = who == 0 ? I.d_cache_ids : I.groups.ids;
+  cudaEvent_t t0 = nullptr, t1 = nullptr;
+  // A failure leaves the reason in *error (a CUDA call's, or the decoder's own).
+  auto bad = [&](const char* what, cudaError_t e) {
+    *error = "CUDA decoder: " + (e != cudaSuccess ? cuda_msg(what, e) : I.err);
+    cudaGetLastError();
+    if (t0) cudaEventDestroy(t0);
+    if (t1) cudaEventDestroy(t1);
+    return -1.0;
+  };
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(I.stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d_ids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice, I.stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(I.groups.weights, wts.data(), wts.size() * 4, cudaMemcpyHostToDevice, I.stream);
+  if (e == cudaSuccess) e = cudaEventCreate(&t0);
+  if (e == cudaSuccess) e = cudaEventCreate(&t1);
+  if (e != cudaSuccess) return bad("measure (setup)", e);
+  const size_t row = static_cast<size_t>(I.hp.n_embd) * 4;
+  auto once = [&]() -> bool {
+    Impl::Src xs{I.xn, 1, I.hp.n_embd};
+    if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_ids, xs, I.main_work());
+    if (copies_only) {
+      cudaError_t r = I.peer_copy(*peer, peer->xn, true, I.xn, row, I.stream);
+      if (r == cudaSuccess) r = I.peer_copy(*peer, peer->out_primary, false, peer->out, row, I.stream);
+      return r == cudaSuccess || I.fail("peer copies", r);
+    }
+    if (!I.peer_launch(*peer, layer, xs, 1)) return false;
+    const cudaError_t r = cudaStreamWaitEvent(I.stream, peer->ev_out, 0);
+    return r == cudaSuccess || I.fail("peer join", r);
+  };
+  constexpr int kReps = 20;
+  if (!once()) return bad("measure", cudaSuccess);  // warm-up
+  if ((e = cudaEventRecord(t0, I.stream)) != cudaSuccess) return bad("cudaEventRecord", e);
+  for (int r = 0; r < kReps; ++r)
+    if (!once()) return bad("measure", cudaSuccess);
+  float ms = 0;
+  if ((e = cudaEventRecord(t1, I.stream)) != cudaSuccess || (e = cudaEventSynchronize(t1)) != cudaSuccess ||
+      (e = cudaEventElapsedTime(&ms, t0, t1)) != cudaSuccess)
+    return bad("measure (time)", e);
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  return static_cast<double>(ms) * 1e3 / kReps;
 }
 
 void CudaDecoder::set_stream_min_tokens(int n) { impl_->stream_min = impl_->staging_mem ? std::max(0, n) : 0; }

@@ -18,7 +18,7 @@
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 2;
+inline constexpr uint32_t kBackendAbi = 3;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {
@@ -106,6 +106,13 @@ class Decoder {
   // Stages layer `layer`'s uncached experts once (as streamed prefill does);
   // the time per uncached expert in µs (-1 when nothing to copy).
   virtual double measure_stream_us_per_expert(int layer, std::string* error) = 0;
+  // One token's share of MoE layer `layer` on one device, in µs (CUDA events,
+  // mean of 20 after a warm-up; hybrid only): who 0, the primary computing k
+  // of its cached experts; who 1 + p, peer p computing k of the experts it
+  // owns with the activations sent over and its output brought back (the
+  // whole round trip), or with copies_only just those two copies. -1 when
+  // that device holds no expert of the layer. Between forward calls only.
+  virtual double measure_token_experts_us(int who, int layer, bool copies_only, std::string* error) = 0;
   // The host copies of a MoE layer's expert stacks moved (e.g. into pinned
   // memory from host_alloc: pinned = true lets streamed copies DMA straight
   // from them). Between forward calls only.

@@ -357,6 +357,8 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   }
   std::vector<uint32_t> counts;
   if (!dec_->routing_counts(&counts, true, error)) return false;
+  std::vector<json::Value> peers_detail;  // calibration.peers, completed with the CPU's costs below
+  std::vector<double> peer_round_us;
   // 1. Routing statistics from the calibration text.
   const int n = static_cast<int>(std::min<size_t>(tokens.size(), static_cast<size_t>(std::min(opt_.n_ctx, 512))));
   // In two halves: a plan fit on the first half is scored on the second, an
@@ -414,19 +416,30 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     if (reshape && !build_decoder(next.slots, error)) return false;
     plan_ = next;
     if (!apply_plan(plan_, error)) return false;
-    if (!peer_plans_.empty()) {
-      json::Value pj = json::Value::array();
-      for (size_t p = 0; p < peer_plans_.size(); ++p) {
-        json::Value v = json::Value::object();
-        v.set("device", "cuda:" + std::to_string(opt_.peer_devices[p]));
-        v.set("experts", static_cast<unsigned long long>(std::accumulate(
-                             peer_plans_[p].slots.begin(), peer_plans_[p].slots.end(), 0ull)));
-        v.set("cache_bytes", static_cast<unsigned long long>(peer_plans_[p].bytes));
-        v.set("expected_hit_rate", peer_plans_[p].expected_hit_rate);
-        if (p < peer_fill_us_.size() && peer_fill_us_[p] > 0) v.set("copy_us_per_expert", peer_fill_us_[p]);
-        pj.push_back(std::move(v));
+    for (size_t p = 0; p < peer_plans_.size(); ++p) {
+      json::Value v = json::Value::object();
+      v.set("device", "cuda:" + std::to_string(opt_.peer_devices[p]));
+      v.set("experts", static_cast<unsigned long long>(std::accumulate(
+                           peer_plans_[p].slots.begin(), peer_plans_[p].slots.end(), 0ull)));
+      v.set("cache_bytes", static_cast<unsigned long long>(peer_plans_[p].bytes));
+      v.set("expected_hit_rate", peer_plans_[p].expected_hit_rate);
+      if (p < peer_fill_us_.size() && peer_fill_us_[p] > 0) v.set("copy_us_per_expert", peer_fill_us_[p]);
+      // One token's round trip through the peer in its first layer with
+      // experts (activations over, k of its experts, output back), and the
+      // two activation copies alone.
+      for (int l = 0; l < hp.n_layer; ++l) {
+        if (dec_->peer_cache_slots(static_cast<int>(p), l) == 0) continue;
+        const double round = dec_->measure_token_experts_us(1 + static_cast<int>(p), l, false, error);
+        const double copies = round < 0 ? -1 : dec_->measure_token_experts_us(1 + static_cast<int>(p), l, true, error);
+        if ((round < 0 || copies < 0) && !error->empty()) return false;
+        if (round > 0) v.set("token_round_trip_us", round);
+        if (copies > 0) v.set("activation_copies_us", copies);
+        if (round > 0 && copies > 0) v.set("compute_us_per_expert", std::max(0.0, round - copies) / hp.n_expert_used);
+        peer_round_us.push_back(round);
+        break;
       }
-      detail->set("peers", std::move(pj));
+      if (peer_round_us.size() <= p) peer_round_us.push_back(-1);
+      peers_detail.push_back(std::move(v));
     }
     detail->set("cache_reshaped", reshape);
     // Seed the online policy with the calibration counts.
@@ -472,6 +485,28 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   }
   if (moe_layers) detail->set("cpu_us_per_expert_mean", cpu_total_us / moe_layers);
   if (copy_us >= 0) detail->set("copy_us_per_expert", copy_us);
+  // The primary's cost for one token's k cached experts (first layer with a cache).
+  for (int l = 0; l < hp.n_layer; ++l) {
+    if (dec_->cache_slots(l) == 0) continue;
+    const double us = dec_->measure_token_experts_us(0, l, false, error);
+    if (us < 0 && !error->empty()) return false;
+    if (us > 0) detail->set("gpu_us_per_expert", us / hp.n_expert_used);
+    break;
+  }
+  // Each peer against the CPU: per token and layer it takes k * its share of
+  // the choices, which the CPU would otherwise compute; all three run at the
+  // same time, so the peer pays when its round trip is shorter than that.
+  if (!peers_detail.empty()) {
+    json::Value pj = json::Value::array();
+    for (size_t p = 0; p < peers_detail.size(); ++p) {
+      json::Value& v = peers_detail[p];
+      const double saved = moe_layers ? hp.n_expert_used * peer_plans_[p].expected_hit_rate * cpu_total_us / moe_layers : 0;
+      v.set("cpu_us_saved_per_layer", saved);
+      if (peer_round_us[p] > 0) v.set("pays_off", peer_round_us[p] < saved);
+      pj.push_back(std::move(v));
+    }
+    detail->set("peers", std::move(pj));
+  }
   // Prefill: stream a layer's uncached experts when computing them on the CPU
   // would cost more (prefill_stream_threshold). The CPU's batch cost: t_ref
   // tokens all routed to the same k experts, per expert, on the first MoE layer.
