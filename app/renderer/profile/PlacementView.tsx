@@ -1,3 +1,4 @@
+import { Fragment } from "react";
 // Expert placement per layer (a GPU | CPU bar each), and with a GPU the budget
 // arithmetic, the cache fill and the calibration figures.
 import type { StartupProfileJson } from "../../shared/runtime-contract.js";
@@ -64,6 +65,20 @@ function CalibrationFigures({ s }: { s: PlacementSummary }) {
           <><dt>CPU per expert, batch</dt><dd>{formatUs(c.cpuUsPerExpertBatch)}{c.cpuBatchTokens !== null ? ` (${c.cpuBatchTokens} tokens at once)` : ""}</dd></>
         )}
         {c.copyUsPerExpert !== null && <><dt>Copy per expert</dt><dd>{formatUs(c.copyUsPerExpert)} (to the GPU)</dd></>}
+        {c.gpuUsPerExpert !== null && <><dt>GPU per expert</dt><dd>{formatUs(c.gpuUsPerExpert)} (one token, from its cache)</dd></>}
+        {c.peers.map((p, i) => (
+          <Fragment key={i}>
+            <dt>Peer {p.device ?? i + 1}</dt>
+            <dd data-testid="peer-calibration">
+              {p.experts ?? "?"} experts
+              {p.expectedHitRate !== null ? ` · ${formatRate(p.expectedHitRate)} of the choices` : ""}
+              {p.roundTripUs !== null ? ` · round trip ${formatUs(p.roundTripUs)} per token and layer` : ""}
+              {p.activationCopiesUs !== null ? ` (copies ${formatUs(p.activationCopiesUs)})` : ""}
+              {p.cpuUsSavedPerLayer !== null ? ` · saves the CPU ${formatUs(p.cpuUsSavedPerLayer)}` : ""}
+              {p.paysOff === false ? " · slower than the CPU it relieves" : ""}
+            </dd>
+          </Fragment>
+        ))}
         {c.prefillStreamMinTokens !== null && (
           <><dt>Prefill streaming</dt><dd>{c.prefillStreamMinTokens > 0 ? `steps of ≥ ${c.prefillStreamMinTokens} tokens copy the experts to the GPU` : "never: the CPU computes its experts in every step"}</dd></>
         )}

@@ -59,8 +59,25 @@ export interface Calibration {
   cpuUsPerExpertBatch: number | null;
   cpuBatchTokens: number | null;
   copyUsPerExpert: number | null;
+  /** One token's cached experts on the GPU, per expert (measured with CUDA events). */
+  gpuUsPerExpert: number | null;
   /** Prefill steps of at least this many tokens stream the experts to the GPU; 0 = never. */
   prefillStreamMinTokens: number | null;
+  /** Peer GPUs (issue #10): what each caches and what a token's round trip through it costs. */
+  peers: PeerCalibration[];
+}
+
+export interface PeerCalibration {
+  device: string | null;
+  experts: number | null;
+  expectedHitRate: number | null;
+  /** One token: activations over, k of its experts, output back. */
+  roundTripUs: number | null;
+  activationCopiesUs: number | null;
+  computeUsPerExpert: number | null;
+  /** CPU time per layer the peer's share of the choices would cost. */
+  cpuUsSavedPerLayer: number | null;
+  paysOff: boolean | null;
 }
 
 export interface PlacementSummary {
@@ -129,7 +146,18 @@ function readCalibration(d: Obj | null): Calibration | null {
     cacheReshaped: typeof d["cache_reshaped"] === "boolean" ? d["cache_reshaped"] : null,
     expectedHitRate: num(d["expected_hit_rate"]), cpuUsPerExpert: num(d["cpu_us_per_expert_mean"]),
     cpuUsPerExpertBatch: num(d["cpu_us_per_expert_batch"]), cpuBatchTokens: num(d["cpu_batch_tokens"]),
-    copyUsPerExpert: num(d["copy_us_per_expert"]), prefillStreamMinTokens: num(d["prefill_stream_min_tokens"]),
+    copyUsPerExpert: num(d["copy_us_per_expert"]), gpuUsPerExpert: num(d["gpu_us_per_expert"]),
+    prefillStreamMinTokens: num(d["prefill_stream_min_tokens"]),
+    peers: Array.isArray(d["peers"]) ? d["peers"].filter(isObj).map(readPeer) : [],
+  };
+}
+
+function readPeer(v: Obj): PeerCalibration {
+  return {
+    device: str(v["device"]), experts: num(v["experts"]), expectedHitRate: num(v["expected_hit_rate"]),
+    roundTripUs: num(v["token_round_trip_us"]), activationCopiesUs: num(v["activation_copies_us"]),
+    computeUsPerExpert: num(v["compute_us_per_expert"]), cpuUsSavedPerLayer: num(v["cpu_us_saved_per_layer"]),
+    paysOff: typeof v["pays_off"] === "boolean" ? v["pays_off"] : null,
   };
 }
 
