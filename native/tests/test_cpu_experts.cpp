@@ -108,6 +108,42 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   for (float v : out) zeros = zeros && v == 0.0f;
   CHECK(zeros);
 
+  // Choices exported as -1 (taken by the GPU, which reads those experts from
+  // host memory) are skipped: the same as leaving them out of the sum.
+  {
+    const int l0 = [&] {
+      for (int l = 0; l < hp.n_layer; ++l)
+        if (m->weights().layers[l].is_moe()) return l;
+      return -1;
+    }();
+    REQUIRE(l0 >= 0);
+    std::vector<int32_t> taken = ids;
+    int n_taken = 0;
+    for (size_t s = 0; s < taken.size(); ++s)
+      if (slot_of[taken[s]] < 0 && s % 2 == 0) { taken[s] = -1; ++n_taken; }
+    CHECK(n_taken > 0);
+    std::vector<float> got(static_cast<size_t>(n) * d, NAN);
+    runner.run(l0, n, xn.data(), taken.data(), w.data(), slot_of.data(), got.data());
+    double err2 = 0, ref2 = 0;
+    for (int t = 0; t < n; ++t) {
+      std::vector<double> ref(d, 0.0);
+      for (int j = 0; j < k; ++j) {
+        const int e = taken[t * k + j];
+        if (e < 0 || slot_of[e] >= 0) continue;
+        const std::vector<double> y = expert_ffn(m->weights().layers[l0], e, xn.data() + static_cast<size_t>(t) * d, d);
+        for (int i = 0; i < d; ++i) ref[i] += w[t * k + j] * y[i];
+      }
+      for (int i = 0; i < d; ++i) {
+        const double diff = got[static_cast<size_t>(t) * d + i] - ref[i];
+        err2 += diff * diff;
+        ref2 += ref[i] * ref[i];
+      }
+    }
+    const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+    std::printf("  %d choices taken by the GPU: relative error %.2e\n", n_taken, rel);
+    CHECK_MSG(rel < 2e-2, "choices taken by the GPU: relative error %.3g", rel);
+  }
+
   // One call for three tokens == three calls of one token (per-token results do not depend on the batch).
   std::vector<float> batch(static_cast<size_t>(n) * d), single(static_cast<size_t>(n) * d);
   runner.run(0, n, xn.data(), ids.data(), w.data(), slot_of.data(), batch.data());

@@ -192,7 +192,7 @@ TEST(hybrid_and_experts_on_cpu_match_all_gpu_logits) {
 TEST(hybrid_greedy_decode_matches_all_gpu_with_graphs) {
   const std::string fx = check::fixtures_dir();
   need_gpu();
-  int compared = 0;
+  int compared = 0, host_read_runs = 0;
   for (const char* name : kModels) {
     Trio t;
     if (!load_trio(fx, name, &t)) continue;
@@ -204,9 +204,12 @@ TEST(hybrid_greedy_decode_matches_all_gpu_with_graphs) {
     const cuda_test::GreedyReference reference = cuda_test::greedy_reference(*t.all_gpu, prompt, steps, tol);
     const std::vector<int32_t>& ref = reference.tokens;
     const size_t must = reference.must;
+    uint64_t cpu_choices_before[2] = {0, 0};
     for (GuildModel* m : {t.hybrid.get(), t.experts_cpu.get()}) {
       const int replays0 = m->gpu()->decoder().graph_replays();
+      const uint64_t cpu0 = m->gpu()->cpu_experts_computed();
       const auto got = greedy(*m, prompt, steps);
+      cpu_choices_before[m == t.hybrid.get() ? 0 : 1] = m->gpu()->cpu_experts_computed() - cpu0;
       size_t same = 0;
       while (same < got.size() && same < ref.size() && got[same] == ref[same]) ++same;
       const int replays = m->gpu()->decoder().graph_replays() - replays0;
@@ -215,9 +218,39 @@ TEST(hybrid_greedy_decode_matches_all_gpu_with_graphs) {
       CHECK_MSG(same >= must, "%s: diverged at %zu, margin allows %zu", name, same, must);
       CHECK_MSG(replays >= steps - 1, "%s: only %d graph replays for %d steps", name, replays, steps);
     }
+    // The GPU takes every choice the CPU would compute, reading those experts
+    // from page-locked host memory (where the stacks allow it): the same
+    // tokens, and the CPU computes fewer choices.
+    for (GuildModel* m : {t.hybrid.get(), t.experts_cpu.get()}) {
+      gpu::Decoder& dec = m->gpu()->decoder();
+      const int k = m->hparams().n_expert_used;
+      const int layers = dec.set_host_choices(k);
+      if (layers == 0) {
+        std::printf("  %s: no layer's experts readable by the GPU in place (not page-locked, or rows not 16-byte "
+                    "aligned): host reads not exercised\n", name);
+        continue;
+      }
+      host_read_runs += 1;
+      const uint64_t cpu0 = m->gpu()->cpu_experts_computed();
+      const auto got = greedy(*m, prompt, steps);
+      const uint64_t cpu_choices = m->gpu()->cpu_experts_computed() - cpu0;
+      size_t same = 0;
+      while (same < got.size() && same < ref.size() && got[same] == ref[same]) ++same;
+      std::printf("  %s (%s, GPU reads the CPU's experts in %d layers): greedy %zu/%d equal to all-GPU (must %zu), "
+                  "CPU expert choices %llu\n", name, m == t.hybrid.get() ? "hybrid" : "experts on CPU", layers, same,
+                  steps, must, static_cast<unsigned long long>(cpu_choices));
+      CHECK_MSG(same >= must, "%s with host reads: diverged at %zu, margin allows %zu", name, same, must);
+      // Every expert on the CPU: decode's choices all move to the GPU (prefill keeps its own).
+      const uint64_t before = cpu_choices_before[m == t.hybrid.get() ? 0 : 1];
+      if (m == t.experts_cpu.get()) CHECK_MSG(cpu_choices < before, "%s: the CPU computed %llu choices, %llu without host reads",
+                                              name, static_cast<unsigned long long>(cpu_choices), static_cast<unsigned long long>(before));
+      else CHECK(cpu_choices <= before);
+      dec.set_host_choices(0);
+    }
     ++compared;
   }
   CHECK(compared > 0);
+  CHECK_MSG(host_read_runs > 0, "no fixture exercised the GPU's reads of host experts");
 }
 
 TEST(moving_experts_between_tiers_and_routing_counts) {

@@ -594,6 +594,38 @@ TEST(moe_route_group_experts_combine) {
   }
 }
 
+// Hybrid hand-off of one token: the first host_max choices the CPU would
+// compute go to the GPU (host_ids), the CPU sees them as -1 and does not
+// count them; without host_ids every choice is exported as it is.
+TEST(hybrid_export_splits_the_cpu_choices) {
+  need_gpu();
+  const int k = 8, d = 64, n_expert = 16;
+  std::vector<int32_t> slot_of(n_expert);
+  for (int e = 0; e < n_expert; ++e) slot_of[e] = e % 2 == 0 ? e / 2 : -1;  // odd experts: the CPU's
+  const std::vector<int32_t> ids = {3, 4, 5, 6, 7, 9, 10, 11};             // CPU choices at 0, 2, 4, 5, 7
+  const std::vector<float> w(k, 0.125f), xn = randn(d);
+  Dev<int32_t> dids(ids), dslot(slot_of), pending(1), host_ids(k), h_ids(k);
+  Dev<float> dw(w), dxn(xn), h_xn(d), h_w(k);
+  for (int host_max : {0, 2, 8}) {
+    CUDA_OK(gc::hybrid_export(dxn.p, 1, d, dids.p, dw.p, k, dslot.p, h_xn.p, h_ids.p, h_w.p, pending.p, host_ids.p,
+                              host_max, nullptr));
+    const std::vector<int32_t> got_host = host_ids.down(), got_ids = h_ids.down();
+    int cpu_seen = 0, taken = 0;
+    for (int j = 0; j < k; ++j) {
+      const bool cpu = slot_of[ids[j]] < 0;
+      const bool to_gpu = cpu && cpu_seen++ < host_max;
+      taken += to_gpu;
+      CHECK_MSG(got_host[j] == (to_gpu ? ids[j] : -1), "host_max %d choice %d: host id %d", host_max, j, got_host[j]);
+      CHECK_MSG(got_ids[j] == (to_gpu ? -1 : ids[j]), "host_max %d choice %d: exported id %d", host_max, j, got_ids[j]);
+    }
+    CHECK(pending.down()[0] == 5 - taken);
+    CHECK(h_xn.down() == xn);
+  }
+  CUDA_OK(gc::hybrid_export(dxn.p, 1, d, dids.p, dw.p, k, dslot.p, h_xn.p, h_ids.p, h_w.p, pending.p, nullptr, 0, nullptr));
+  CHECK(h_ids.down() == ids);
+  CHECK(pending.down()[0] == 5);
+}
+
 TEST(rms_norm_matches_cpu) {
   need_gpu();
   for (int n : {256, 2048, 4096 + 32}) {

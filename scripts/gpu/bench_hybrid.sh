@@ -16,7 +16,9 @@
 # in prefill; two-gpus-8g adds cuda:1 as a peer GPU with its own
 # 8 GiB (docs/CUDA.md, "Several GPUs"); budget-8g-nohold lets the pool's workers sleep between layers
 # (GUILD_POOL_HOLD=0); all-gpu-nopdl launches without programmatic dependent
-# launch (GUILD_CUDA_PDL=0); budget-8g-ring keeps the experts on the mapping (pinned staging
+# launch (GUILD_CUDA_PDL=0); budget-8g-nohost / experts-cpu-nohost keep the GPU
+# from reading any of the CPU's experts in host memory (GUILD_GPU_HOST_CHOICES=0);
+# budget-8g-ring keeps the experts on the mapping (pinned staging
 # ring); budget-8g-pageable also turns the ring off (driver's pageable copies). GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
 OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
@@ -54,6 +56,8 @@ for c in $CONFIGS; do
     budget-8g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-8g-stream 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-8g-cpu 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-nohold) GUILD_POOL_HOLD=0 run budget-8g-nohold 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    budget-8g-nohost) GUILD_GPU_HOST_CHOICES=0 run budget-8g-nohost 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
+    experts-cpu-nohost) GUILD_GPU_HOST_CHOICES=0 run experts-cpu-nohost 1 --gpu cuda:0 --experts-cpu ;;
     budget-8g-ring) GUILD_PIN_EXPERTS=0 run budget-8g-ring 2 --gpu cuda:0 --gpu-budget-gib 8 ;;
     budget-8g-pageable) GUILD_PIN_EXPERTS=0 GUILD_STAGING_RING_MIB=0 run budget-8g-pageable 1 --gpu cuda:0 --gpu-budget-gib 8 ;;
     experts-cpu) run experts-cpu 1 --gpu cuda:0 --experts-cpu ;;
@@ -66,7 +70,8 @@ import json, sys, os
 out, asked = sys.argv[1], set(sys.argv[2:])
 print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/peer/cpu experts':>21} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
 names = ["all-gpu", "all-gpu-nopdl", "two-gpus-8g", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
-         "budget-8g-nohold", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "cpu-only"]
+         "budget-8g-nohold", "budget-8g-nohost", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "experts-cpu-nohost",
+         "cpu-only"]
 for name in names:
     if name not in asked:  # a configuration that was asked for and failed still gets its row
         continue
@@ -82,5 +87,20 @@ for name in names:
     hit = g.get("cache_hit_rate", float("nan"))
     pr = g.get("prefill_probe", {})
     print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>21} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8}")
+# Calibration's measured costs and decisions, per configuration (from the startup profiles).
+print()
+for name in names:
+    if name not in asked: continue
+    try:
+        prof = json.load(open(os.path.join(out, f"profile-{name}.json")))
+    except Exception:
+        continue
+    cal = next((st.get("detail", {}) for st in prof.get("stages", []) if st.get("name") == "calibration"), {})
+    keys = ["cpu_us_per_expert_mean", "gpu_us_per_expert", "gpu_host_us_per_expert", "gpu_host_choices",
+            "held_out_hit_rate", "prefill_stream_min_tokens"]
+    vals = " ".join(f"{k}={cal[k]:.4g}" if isinstance(cal.get(k), float) else f"{k}={cal[k]}" for k in keys if k in cal)
+    print(f"{name:<19} calibration: {vals}")
+    for pc in cal.get("peers", []):
+        print(f"{'':<19} peer {pc.get('device')}: " + " ".join(f"{k}={pc[k]:.4g}" if isinstance(pc[k], float) else f"{k}={pc[k]}" for k in pc))
 PY
 cat "$OUT/hybrid-bench.txt"

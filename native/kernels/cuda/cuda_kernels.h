@@ -251,10 +251,13 @@ struct HybridMailbox {
 
 // Copies one MoE layer's normed input rows (n x d), routing ids and weights to
 // host-mapped memory and counts into *pending the choices whose expert has
-// slot_of[e] < 0 (computed by the CPU).
+// slot_of[e] < 0 (computed by the CPU). With host_ids (one token, n*k <= 32):
+// the first host_max of those choices (in choice order) are the GPU's instead
+// — host_ids[j] = their expert (else -1), exported to the CPU as id -1 and
+// not counted — for the GPU to compute reading the experts from host memory.
 cudaError_t hybrid_export(const float* xn, int n, int d, const int32_t* ids, const float* weights, int k,
                           const int32_t* slot_of, float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending,
-                          cudaStream_t s);
+                          int32_t* host_ids, int host_max, cudaStream_t s);
 // When *pending > 0: posts request ++*seq for (layer, n) in the mailbox.
 cudaError_t hybrid_post(HybridMailbox* mb, int layer, int n, const int32_t* pending, uint32_t* seq, cudaStream_t s);
 // When *pending > 0: waits (one thread) until the mailbox answers *seq; after

@@ -22,14 +22,28 @@ __device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
 
 __global__ void hybrid_export_kernel(const float* __restrict__ xn, int64_t count, const int32_t* __restrict__ ids,
                                      const float* __restrict__ w, int n_slots, const int32_t* __restrict__ slot_of,
-                                     float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending) {
+                                     float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending, int32_t* host_ids,
+                                     int host_max) {
   pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n_slots) {
     const int32_t e = ids[i];
-    h_ids[i] = e;
+    bool cpu = slot_of[e] < 0;
+    if (host_ids) {
+      // One token (n_slots <= 32: lanes of warp 0 are its choices): the first
+      // host_max choices the CPU would compute, in choice order, go to the GPU,
+      // which reads those experts from host memory; the CPU sees them as -1.
+      const unsigned lane = threadIdx.x & 31;
+      const unsigned mask = __ballot_sync(__activemask(), cpu);
+      const bool to_gpu = cpu && __popc(mask & ((1u << lane) - 1u)) < host_max;
+      host_ids[i] = to_gpu ? e : -1;
+      cpu = cpu && !to_gpu;
+      h_ids[i] = to_gpu ? -1 : e;
+    } else {
+      h_ids[i] = e;
+    }
     h_w[i] = w[i];
-    if (slot_of[e] < 0) atomicAdd(pending, 1);
+    if (cpu) atomicAdd(pending, 1);
   }
   for (int64_t j = i; j < count; j += static_cast<int64_t>(gridDim.x) * blockDim.x) h_xn[j] = xn[j];
   __threadfence_system();
@@ -78,15 +92,16 @@ __global__ void hybrid_add_kernel(float* __restrict__ x, const float* h_out, int
 
 cudaError_t hybrid_export(const float* xn, int n, int d, const int32_t* ids, const float* weights, int k,
                           const int32_t* slot_of, float* h_xn, int32_t* h_ids, float* h_w, int32_t* pending,
-                          cudaStream_t s) {
+                          int32_t* host_ids, int host_max, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!xn || !ids || !weights || !slot_of || !h_xn || !h_ids || !h_w || !pending, cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(n < 1 || d < 1 || k < 1, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(host_ids && (n * k > 32 || host_max < 0), cudaErrorInvalidValue);
   cudaError_t e = cudaMemsetAsync(pending, 0, sizeof(int32_t), s);
   if (e != cudaSuccess) return e;
   const int64_t count = static_cast<int64_t>(n) * d;
   const int n_slots = n * k;
   const unsigned blocks = std::max(ceil_div(n_slots, 256), std::min<unsigned>(ceil_div(count, 256), 264));
-  launch_pdl(hybrid_export_kernel, dim3(blocks), dim3(256), 0, s, xn, count, ids, weights, n_slots, slot_of, h_xn, h_ids, h_w, pending);
+  launch_pdl(hybrid_export_kernel, dim3(blocks), dim3(256), 0, s, xn, count, ids, weights, n_slots, slot_of, h_xn, h_ids, h_w, pending, host_ids, host_max);
   return launch_status();
 }
 

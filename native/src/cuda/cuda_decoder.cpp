@@ -215,7 +215,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
   bytes += argmax_workspace_bytes(L.logits_rows) + 256;                              // argmax partials
   if (L.hybrid)  // cache and staging ids, slot and staging maps, routing counts, pending / seq / error
-    bytes += (2 * T * K + 3 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 8 * 256;
+    bytes += (2 * T * K + K + 3 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 9 * 256;
   L.scratch_bytes = align_up(bytes, 256);
   return true;
 }
@@ -302,6 +302,10 @@ struct CudaDecoder::Impl {
     bool cpu_part = false;  // some experts of this layer are computed by the CPU
     ExpertMatrices host_gate, host_up, host_down;
     bool host_pinned = false;  // host_* are page-locked: streamed copies DMA from them directly
+    // The page-locked stacks as the device reads them (over PCIe), when their
+    // rows suit the matrix kernels: decode's GPU share of the CPU's choices.
+    Experts host_view;
+    bool host_readable = false;
     Experts staged;  // the staging area viewed as this layer's full stacks
     int32_t* d_slot_of = nullptr;
     std::vector<int32_t> slot_of;  // [n_expert]
@@ -379,6 +383,8 @@ struct CudaDecoder::Impl {
   cudaEvent_t ev_main_ready = nullptr;  // main -> copy stream: the staging area is free again
   cudaEvent_t ev_staged = nullptr;      // copy stream -> main: the layer's uncached experts are on the device
   int stream_min = 0;                 // steps of >= this many tokens stream (0: never)
+  int host_choices = 0;               // one token: the GPU takes up to this many of the CPU's choices per layer
+  int32_t* d_host_ids = nullptr;      // [K] those choices' experts (-1: not the GPU's)
   uint64_t streamed = 0;              // MoE layer passes that streamed
   cudaEvent_t ev_done = nullptr;      // end of a forward (blocking sync: the waiting thread sleeps)
   int32_t* d_cache_ids = nullptr;     // [T*K] slot of each routed choice in its layer's cache, -1 CPU
@@ -496,6 +502,15 @@ struct CudaDecoder::Impl {
   bool fail(const char* what, cudaError_t e) {
     err = cuda_msg(what, e);
     return false;
+  }
+
+  // The captured decode step is recaptured at the next single-token step
+  // (after a change to something it has as a kernel argument).
+  void drop_graph() {
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
+    if (graph) cudaGraphDestroy(graph);
+    graph_exec = nullptr;
+    graph = nullptr;
   }
 
   DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const {
@@ -708,9 +723,13 @@ struct CudaDecoder::Impl {
       if (!join_staged()) return false;
       return gpu_experts(ly.staged, g, ly.n_uncached, xs, n) && combine(groups.weights, nullptr, n);
     }
+    // One token: the GPU also computes up to host_choices of the CPU's
+    // choices, reading those experts from page-locked host memory over PCIe,
+    // while the CPU computes the rest (the two read RAM side by side).
+    const bool host_split = n == 1 && ly.cpu_part && ly.host_readable && host_choices > 0 && kk <= 32;
     if (ly.cpu_part) {
       if ((e = hybrid_export(xs.f32, n, hp.n_embd, groups.ids, groups.weights, kk, ly.d_owner_of, dv_xn, dv_ids, dv_w,
-                             d_pending, stream)) != cudaSuccess ||
+                             d_pending, host_split ? d_host_ids : nullptr, host_choices, stream)) != cudaSuccess ||
           (e = hybrid_post(dv_mailbox, layer, n, d_pending, d_seq, stream)) != cudaSuccess)
         return fail("hybrid MoE (post)", e);
     }
@@ -727,6 +746,10 @@ struct CudaDecoder::Impl {
       if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n) ||
           !combine(groups.weights, d_cache_ids, n))
         return false;
+    }
+    if (host_split) {
+      xs.q8 = xs.f16 = false;  // the cached pass reused the activation buffer for its hidden rows
+      if (!token_experts(ly.host_view, d_host_ids, xs, main_work())) return false;
     }
     for (Peer& p : peers) {
       if (p.layers[layer].slots == 0) continue;
@@ -1283,7 +1306,8 @@ const gpu::BackendV1* backend_v1() {
     t.expert_cache_bytes = &CudaDecoder::expert_cache_bytes;
     t.host_alloc = [](size_t bytes, std::string* why) -> void* {
       void* p = nullptr;
-      const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+      // Mapped: kernels may read it in place (decode's GPU share of the CPU's experts).
+      const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
       if (e == cudaSuccess) return p;
       if (why) *why = cuda_msg("cudaHostAlloc", e);
       cudaGetLastError();
@@ -1524,6 +1548,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   }
   if (L.hybrid) {
     I.d_cache_ids = a.take<int32_t>(T * K);
+    I.d_host_ids = a.take<int32_t>(K);
     I.d_stage_ids = a.take<int32_t>(T * K);
     I.d_counts = a.take<uint32_t>(static_cast<size_t>(hp.n_layer) * hp.n_expert);
     I.d_pending = a.take<int32_t>(1);
@@ -1707,6 +1732,13 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
   if (who == 0) {
     if (ly.cache_slots == 0) return -1;
     for (int j = 0; j < kk; ++j) ids[j] = j % ly.cache_slots;  // slots of the primary's cache
+  } else if (who == -1) {
+    if (!ly.host_readable) return -1;
+    std::vector<int32_t> cpu;  // experts the CPU computes, read from host memory instead
+    for (int x = 0; x < I.hp.n_expert; ++x)
+      if ((ly.owner_of.empty() ? ly.slot_of[x] : ly.owner_of[x]) < 0) cpu.push_back(x);
+    if (cpu.empty()) return -1;
+    for (int j = 0; j < kk; ++j) ids[j] = cpu[(static_cast<size_t>(j) * 7) % cpu.size()];
   } else {
     if (who < 1 || who > static_cast<int>(I.peers.size())) return -1;
     peer = &I.peers[who - 1];
@@ -1717,7 +1749,7 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
     for (int j = 0; j < kk; ++j) ids[j] = owned[j % owned.size()];
   }
   const std::vector<float> wts(static_cast<size_t>(kk), 1.0f / static_cast<float>(kk));
-  int32_t* d_ids = who == 0 ? I.d_cache_ids : I.groups.ids;
+  int32_t* d_ids = who == 0 ? I.d_cache_ids : who == -1 ? I.d_host_ids : I.groups.ids;
   cudaEvent_t t0 = nullptr, t1 = nullptr;
   // A failure leaves the reason in *error (a CUDA call's, or the decoder's own).
   auto bad = [&](const char* what, cudaError_t e) {
@@ -1738,6 +1770,7 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
   auto once = [&]() -> bool {
     Impl::Src xs{I.xn, 1, I.hp.n_embd};
     if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_ids, xs, I.main_work());
+    if (who == -1) return I.token_experts(ly.host_view, d_ids, xs, I.main_work());
     if (copies_only) {
       cudaError_t r = I.peer_copy(*peer, peer->xn, true, I.xn, row, I.stream);
       if (r == cudaSuccess) r = I.peer_copy(*peer, peer->out_primary, false, peer->out, row, I.stream);
@@ -1784,7 +1817,46 @@ bool CudaDecoder::set_host_experts(int layer, const ExpertMatrices& gate, const 
   ly.host_up = up;
   ly.host_down = down;
   ly.host_pinned = pinned;
+  // Page-locked (mapped) stacks whose rows suit the matrix kernels (16-byte
+  // aligned rows of a supported type) can be read by the GPU in place.
+  ly.host_readable = false;
+  if (pinned) {
+    Impl::Experts v;
+    bool ok = true;
+    for (auto [dst, src] : {std::pair{&v.gate, &gate}, {&v.up, &up}, {&v.down, &down}}) {
+      void* dev = nullptr;
+      const QMatrix& m = src->first;
+      ok = ok && matrix_type_supported(m.type) && m.row_bytes % 16 == 0 && src->expert_bytes % 16 == 0 &&
+           cudaHostGetDevicePointer(&dev, const_cast<uint8_t*>(m.data), 0) == cudaSuccess &&
+           reinterpret_cast<uintptr_t>(dev) % 16 == 0;
+      cudaGetLastError();
+      if (!ok) break;
+      dst->data = dev;
+      dst->type = m.type;
+      dst->n_in = m.n_in;
+      dst->n_out = m.n_out;
+      dst->row_stride = m.row_bytes;
+      dst->expert_stride = src->expert_bytes;
+      dst->n_expert = static_cast<int>(src->n_expert);
+    }
+    if (ok) {
+      ly.host_view = v;
+      ly.host_readable = true;
+    }
+  }
   return true;
+}
+
+int CudaDecoder::set_host_choices(int n) {
+  Impl& I = *impl_;
+  const int want = std::clamp(n, 0, std::min(32, I.hp.n_expert_used));
+  int layers = 0;
+  for (const Impl::Layer& ly : I.layers) layers += ly.moe && ly.host_readable;
+  if (want != I.host_choices) {
+    I.host_choices = want;
+    I.drop_graph();  // the count is a kernel argument of the captured step
+  }
+  return want > 0 ? layers : 0;
 }
 uint64_t CudaDecoder::streamed_layers() const { return impl_->streamed; }
 

@@ -87,6 +87,7 @@ class CudaDecoder final : public gpu::Decoder {
   int stream_min_tokens() const override;
   double measure_stream_us_per_expert(int layer, std::string* error) override;
   double measure_token_experts_us(int who, int layer, bool copies_only, std::string* error) override;
+  int set_host_choices(int n) override;
   bool set_host_experts(int layer, const ExpertMatrices& gate, const ExpertMatrices& up, const ExpertMatrices& down,
                         bool pinned, std::string* error) override;
   uint64_t streamed_layers() const override;

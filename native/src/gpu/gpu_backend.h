@@ -108,11 +108,19 @@ class Decoder {
   virtual double measure_stream_us_per_expert(int layer, std::string* error) = 0;
   // One token's share of MoE layer `layer` on one device, in µs (CUDA events,
   // mean of 20 after a warm-up; hybrid only): who 0, the primary computing k
-  // of its cached experts; who 1 + p, peer p computing k of the experts it
-  // owns with the activations sent over and its output brought back (the
-  // whole round trip), or with copies_only just those two copies. -1 when
-  // that device holds no expert of the layer. Between forward calls only.
+  // of its cached experts; who -1, the primary computing k of the CPU's
+  // experts reading them from page-locked host memory (see set_host_choices);
+  // who 1 + p, peer p computing k of the experts it owns with the activations
+  // sent over and its output brought back (the whole round trip), or with
+  // copies_only just those two copies. -1 when that device holds no expert of
+  // the layer. Between forward calls only.
   virtual double measure_token_experts_us(int who, int layer, bool copies_only, std::string* error) = 0;
+  // Single-token steps: in every MoE layer whose experts are page-locked
+  // (set_host_experts with pinned) the GPU takes up to n of the choices the
+  // CPU would compute (the first ones in choice order) and computes them
+  // reading those experts from host memory, beside the CPU's share. 0 turns
+  // it off. Returns the number of MoE layers that will do it.
+  virtual int set_host_choices(int n) = 0;
   // The host copies of a MoE layer's expert stacks moved (e.g. into pinned
   // memory from host_alloc: pinned = true lets streamed copies DMA straight
   // from them). Between forward calls only.

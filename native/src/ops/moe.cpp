@@ -61,7 +61,8 @@ void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting*
 
 int group_slots_by_expert(ExpertRouting* r, const int32_t* cached) {
   const int n_slots = r->n_tokens * r->k;
-  auto kept = [&](int s) { return cached == nullptr || cached[r->ids[s]] < 0; };
+  // A negative id: the choice is computed elsewhere (the GPU took it).
+  auto kept = [&](int s) { return r->ids[s] >= 0 && (cached == nullptr || cached[r->ids[s]] < 0); };
   std::fill(r->offset.begin(), r->offset.end(), 0);
   int n_kept = 0;
   for (int s = 0; s < n_slots; ++s)

@@ -41,7 +41,8 @@ void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting*
 
 // Groups slots by expert; call after the ids are set. With `cached`
 // ([n_expert]; hybrid MoE), slots whose expert has cached[e] >= 0 (the GPU
-// computes it) are left out of every group. Returns the slots grouped.
+// computes it) are left out of every group, and so are slots with a negative
+// id (a choice the GPU took from the CPU's share). Returns the slots grouped.
 int group_slots_by_expert(ExpertRouting* r, const int32_t* cached = nullptr);
 
 // y[slot][row] = dot(W_e row, act_rows[slot]) for every slot routed to expert e.

@@ -96,7 +96,7 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
     bool any = false;
     for (int j = 0; j < k; ++j) {
       const int s = t * k + j;
-      if (slot_of[ids[s]] >= 0) continue;
+      if (ids[s] < 0 || slot_of[ids[s]] >= 0) continue;  // computed by the GPU
       const float wj = weights[s];
       const float* y = y_.data() + static_cast<int64_t>(s) * d;
       if (!any) for (int64_t i = 0; i < d; ++i) o[i] = y[i] * wj;

@@ -486,13 +486,16 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   if (moe_layers) detail->set("cpu_us_per_expert_mean", cpu_total_us / moe_layers);
   if (copy_us >= 0) detail->set("copy_us_per_expert", copy_us);
   // The primary's cost for one token's k cached experts (first layer with a cache).
+  double gpu_us = -1;
   for (int l = 0; l < hp.n_layer; ++l) {
     if (dec_->cache_slots(l) == 0) continue;
     const double us = dec_->measure_token_experts_us(0, l, false, error);
     if (us < 0 && !error->empty()) return false;
-    if (us > 0) detail->set("gpu_us_per_expert", us / hp.n_expert_used);
+    if (us > 0) gpu_us = us / hp.n_expert_used;
     break;
   }
+  if (gpu_us > 0) detail->set("gpu_us_per_expert", gpu_us);
+  if (!plan_host_choices(cpu_total_us, moe_layers, gpu_us, held_out_hit, detail, error)) return false;
   // Each peer against the CPU: per token and layer it takes k * its share of
   // the choices, which the CPU would otherwise compute; all three run at the
   // same time, so the peer pays when its round trip is shorter than that.
@@ -569,6 +572,52 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
                                                     "the expert's decayed routing count beats the coldest cached one by 1.5x"
                                                   : "off");
   for (int l = 0; l < hp.n_layer; ++l) layers->push_back(layer_json(l, cpu_us[l], copy_us));
+  return true;
+}
+
+// Decode's split of the CPU's choices (docs/CUDA.md, "GPU reads of host
+// experts"): with the experts page-locked, the GPU can compute some of the
+// choices the CPU would, reading those experts from host memory over PCIe
+// while the CPU computes the rest. Per token and layer the CPU has m = k x
+// miss rate choices; giving the GPU g of them costs max((m - g) x cpu,
+// cached + g x host): the g that minimises it, from the measured costs.
+bool GpuExecution::plan_host_choices(double cpu_total_us, int moe_layers, double gpu_us, double held_out_hit,
+                                     json::Value* detail, std::string* error) {
+  const ModelHparams& hp = *hp_;
+  const int k = hp.n_expert_used;
+  double host_us = -1;
+  for (int l = 0; l < hp.n_layer && moe_layers > 0; ++l) {
+    if (!expert_bytes_[l]) continue;
+    const double us = dec_->measure_token_experts_us(-1, l, false, error);
+    if (us < 0 && !error->empty()) return false;
+    if (us > 0) host_us = us / k;
+    break;
+  }
+  int g = 0;
+  if (host_us > 0) {
+    detail->set("gpu_host_us_per_expert", host_us);
+    const double cpu = cpu_total_us / moe_layers;
+    const double hit = held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate;
+    const double m = k * (1.0 - hit);
+    const double cached = (gpu_us > 0 ? gpu_us : 0) * k * hit;
+    double best = m * cpu;
+    for (int c = 1; c <= k && c <= static_cast<int>(std::ceil(m)); ++c) {
+      const double t = std::max(std::max(0.0, m - c) * cpu, cached + c * host_us);
+      if (t < best) {
+        best = t;
+        g = c;
+      }
+    }
+    detail->set("gpu_host_layer_us_estimate", best);
+  }
+  // GUILD_GPU_HOST_CHOICES=N overrides the rule (0: the CPU computes all its choices), for measuring.
+  if (const char* env = std::getenv("GUILD_GPU_HOST_CHOICES"); env && *env) {
+    g = static_cast<int>(std::strtol(env, nullptr, 10));
+    detail->set("gpu_host_choices_override", g);
+  }
+  const int layers = dec_->set_host_choices(g);
+  detail->set("gpu_host_choices", layers > 0 ? g : 0);
+  detail->set("gpu_host_layers", layers);
   return true;
 }
 

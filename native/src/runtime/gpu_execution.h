@@ -94,6 +94,8 @@ class GpuExecution {
   static void pool_copy(void* ctx, void* dst, const void* src, size_t bytes);
   bool apply_plan(const PlacementPlan& plan, std::string* error);
   // Reads (and resets) the decoder's routing counts into counts_, hits_ and choices_.
+  bool plan_host_choices(double cpu_total_us, int moe_layers, double gpu_us, double held_out_hit, json::Value* detail,
+                         std::string* error);
   bool drain_counts();
   // drain_counts, then the online cache policy's swaps.
   void online_step();
