@@ -66,6 +66,9 @@ function CalibrationFigures({ s }: { s: PlacementSummary }) {
         )}
         {c.copyUsPerExpert !== null && <><dt>Copy per expert</dt><dd>{formatUs(c.copyUsPerExpert)} (to the GPU)</dd></>}
         {c.gpuUsPerExpert !== null && <><dt>GPU per expert</dt><dd>{formatUs(c.gpuUsPerExpert)} (one token, from its cache)</dd></>}
+        {c.gpuHostUsPerExpert !== null && (
+          <><dt>GPU from RAM</dt><dd>{formatUs(c.gpuHostUsPerExpert)} per expert read over PCIe{c.gpuHostChoices !== null ? ` · takes ${c.gpuHostChoices} of the CPU's choices per token and layer` : ""}</dd></>
+        )}
         {c.peers.map((p, i) => (
           <Fragment key={i}>
             <dt>Peer {p.device ?? i + 1}</dt>

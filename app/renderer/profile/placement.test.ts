@@ -19,6 +19,7 @@ const hybrid: StartupProfileJson = {
       plan: "hybrid: hottest experts per byte on the GPU, the rest on the CPU pool", calibration_tokens: 412, calibration_prefill_ms: 80.5,
       cache_reshaped: true, expected_hit_rate: 0.94, cpu_us_per_expert_mean: 21.5, copy_us_per_expert: 310, prefill_stream_min_tokens: 37,
       cpu_us_per_expert_batch: 95.5, cpu_batch_tokens: 32, gpu_cache_bytes: 9437184, gpu_us_per_expert: 3.2,
+      gpu_host_us_per_expert: 59.4, gpu_host_choices: 2,
       peers: [{
         device: "cuda:1", experts: 12, cache_bytes: 1, expected_hit_rate: 0.4, copy_us_per_expert: 27.6, token_round_trip_us: 59.7,
         activation_copies_us: 14.5, compute_us_per_expert: 5.65, cpu_us_saved_per_layer: 68.8, pays_off: true,
@@ -55,7 +56,7 @@ describe("summarizePlacement", () => {
     expect(s.calibration).toEqual({
       plan: "hybrid: hottest experts per byte on the GPU, the rest on the CPU pool", reason: null, tokens: 412, prefillMs: 80.5,
       cacheReshaped: true, expectedHitRate: 0.94, cpuUsPerExpert: 21.5, cpuUsPerExpertBatch: 95.5, cpuBatchTokens: 32,
-      copyUsPerExpert: 310, gpuUsPerExpert: 3.2, prefillStreamMinTokens: 37,
+      copyUsPerExpert: 310, gpuUsPerExpert: 3.2, gpuHostUsPerExpert: 59.4, gpuHostChoices: 2, prefillStreamMinTokens: 37,
       peers: [{
         device: "cuda:1", experts: 12, expectedHitRate: 0.4, roundTripUs: 59.7, activationCopiesUs: 14.5, computeUsPerExpert: 5.65,
         cpuUsSavedPerLayer: 68.8, paysOff: true,

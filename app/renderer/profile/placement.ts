@@ -61,6 +61,10 @@ export interface Calibration {
   copyUsPerExpert: number | null;
   /** One token's cached experts on the GPU, per expert (measured with CUDA events). */
   gpuUsPerExpert: number | null;
+  /** The GPU reading one of the CPU's experts from page-locked host memory. */
+  gpuHostUsPerExpert: number | null;
+  /** Per token and layer, how many of the CPU's choices the GPU takes (reading host memory). */
+  gpuHostChoices: number | null;
   /** Prefill steps of at least this many tokens stream the experts to the GPU; 0 = never. */
   prefillStreamMinTokens: number | null;
   /** Peer GPUs (issue #10): what each caches and what a token's round trip through it costs. */
@@ -147,6 +151,7 @@ function readCalibration(d: Obj | null): Calibration | null {
     expectedHitRate: num(d["expected_hit_rate"]), cpuUsPerExpert: num(d["cpu_us_per_expert_mean"]),
     cpuUsPerExpertBatch: num(d["cpu_us_per_expert_batch"]), cpuBatchTokens: num(d["cpu_batch_tokens"]),
     copyUsPerExpert: num(d["copy_us_per_expert"]), gpuUsPerExpert: num(d["gpu_us_per_expert"]),
+    gpuHostUsPerExpert: num(d["gpu_host_us_per_expert"]), gpuHostChoices: num(d["gpu_host_choices"]),
     prefillStreamMinTokens: num(d["prefill_stream_min_tokens"]),
     peers: Array.isArray(d["peers"]) ? d["peers"].filter(isObj).map(readPeer) : [],
   };
