@@ -115,6 +115,45 @@ TEST(prefill_streams_only_when_copying_beats_the_cpu) {
   CHECK(prefill_stream_threshold(c, 512) == 0);
 }
 
+TEST(the_gpu_takes_a_share_of_the_cpu_choices_only_where_it_pays) {
+  // The H200 figures: 8 choices, 35 us per expert on the CPU, 59 us for the GPU
+  // reading one from host memory, 2.3 us per cached expert on the GPU.
+  HostSplitCosts c;
+  c.k = 8;
+  c.cpu_us = 35;
+  c.host_us = 59;
+  // Every expert on the CPU: m = 8; g = 3 gives max(5 x 35, 3 x 59) = 177 against 280 for none.
+  c.miss_rate = 1.0;
+  HostSplit s = plan_host_split(c);
+  CHECK(s.choices == 3);
+  CHECK(std::fabs(s.layer_us - 177.0) < 1e-9);
+  CHECK(host_split_layer_us(c, 0) == 280.0);
+  // 8 GiB (hit rate 0.42 on the bench's tokens): m = 4.64, the cached pass takes 7.7 us.
+  c.miss_rate = 0.58;
+  c.cached_us = 2.3 * 8 * 0.42;
+  s = plan_host_split(c);
+  CHECK(s.choices == 2);
+  for (int g = 0; g <= 8; ++g) CHECK(host_split_layer_us(c, g) >= s.layer_us);
+  // The calibration text's hit rate (0.62): one choice.
+  c.miss_rate = 0.38;
+  c.cached_us = 2.3 * 8 * 0.62;
+  CHECK(plan_host_split(c).choices == 1);
+  // Reading from host memory much slower than the CPU: never.
+  c.host_us = 500;
+  CHECK(plan_host_split(c).choices == 0);
+  // Everything cached, or a cost unknown: never.
+  c.host_us = 59;
+  c.miss_rate = 0;
+  CHECK(plan_host_split(c).choices == 0);
+  c.miss_rate = 1;
+  c.host_us = -1;
+  CHECK(plan_host_split(c).choices == 0);
+  // Never more than the CPU's choices (m = 1.6: at most 2).
+  c.host_us = 1;
+  c.miss_rate = 0.2;
+  CHECK(plan_host_split(c).choices == 2);
+}
+
 TEST(several_devices_take_disjoint_experts_hottest_first) {
   // 2 layers x 6 experts of 10 bytes; the primary holds 3, the peer 4, the CPU the rest.
   PlacementInput in = input(2, 6, 10, 0);

@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
     gpu.set("cache_hit_rate", g->take_hit_rate());
     gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
     gpu.set("graph_replays", g->decoder().graph_replays());
+    gpu.set("host_choices", g->host_choices());        // the GPU's share of the CPU's choices at the end
+    gpu.set("host_choice_replans", static_cast<unsigned long long>(g->host_replans()));
     if (opt.gpu_budget_bytes > 0) gpu.set("budget_gib", opt.gpu_budget_bytes / (1024.0 * 1024.0 * 1024.0));
     gpu.set("prefill_probe", std::move(probe));
   } else {

@@ -1,6 +1,7 @@
 #include "runtime/expert_placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace guild {
@@ -139,6 +140,25 @@ std::vector<ExpertCachePolicy::Swap> ExpertCachePolicy::pick(const std::vector<s
   std::vector<Swap> out;
   for (size_t i = 0; i < gains.size() && static_cast<int>(out.size()) < max_copies_; ++i) out.push_back(gains[i].swap);
   return out;
+}
+
+double host_split_layer_us(const HostSplitCosts& c, int choices) {
+  const int g = std::clamp(choices, 0, std::max(1, c.k));
+  const double m = c.k * std::clamp(c.miss_rate, 0.0, 1.0);
+  return std::max(std::max(0.0, m - g) * c.cpu_us, c.cached_us + g * c.host_us);
+}
+
+HostSplit plan_host_split(const HostSplitCosts& c) {
+  HostSplit best;
+  best.layer_us = host_split_layer_us(c, 0);
+  if (c.cpu_us <= 0 || c.host_us <= 0 || c.k < 1) return best;
+  const double m = c.k * std::clamp(c.miss_rate, 0.0, 1.0);
+  const int most = std::min(c.k, static_cast<int>(std::ceil(m)));
+  for (int g = 1; g <= most; ++g) {
+    const double t = host_split_layer_us(c, g);
+    if (t < best.layer_us) best = HostSplit{g, t};
+  }
+  return best;
 }
 
 }  // namespace guild

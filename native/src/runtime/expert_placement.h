@@ -60,6 +60,28 @@ struct StreamCosts {
 // when it never is up to max_tokens (or a cost is unknown).
 int prefill_stream_threshold(const StreamCosts& c, int max_tokens);
 
+// Decode's split of the CPU's choices (docs/CUDA.md, "The GPU's share of the
+// CPU's choices"): per token and layer the CPU would compute m = k x
+// miss_rate choices; the GPU can take g of them, reading those experts from
+// page-locked host memory while the CPU computes the rest and the GPU its
+// cached ones. The layer then costs about max((m - g) x cpu, cached + g x host).
+struct HostSplitCosts {
+  int k = 1;                // routed choices per token
+  double miss_rate = 1;     // share of choices the CPU would compute
+  double cpu_us = 0;        // the CPU's cost per expert (one token)
+  double host_us = 0;       // the GPU's cost per expert read from host memory
+  double cached_us = 0;     // the GPU's time for one token's cached choices in a layer
+};
+struct HostSplit {
+  int choices = 0;          // g
+  double layer_us = 0;      // the estimate at g
+};
+// The g in [0, min(k, ceil(m))] with the lowest estimate (the smallest on
+// ties); 0 when a cost is unknown (<= 0).
+HostSplit plan_host_split(const HostSplitCosts& c);
+// The estimate at a given g (clamped to [0, k]).
+double host_split_layer_us(const HostSplitCosts& c, int choices);
+
 // Online cache policy: exponentially decayed routing counts per expert; after
 // each observation window at most max_copies experts are swapped in, each
 // only when its decayed count beats the coldest cached expert of its layer by

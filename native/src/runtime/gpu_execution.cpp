@@ -593,43 +593,69 @@ bool GpuExecution::plan_host_choices(double cpu_total_us, int moe_layers, double
     if (us > 0) host_us = us / k;
     break;
   }
+  split_costs_ = HostSplitCosts{};
+  split_costs_.k = k;
+  split_costs_.cpu_us = moe_layers ? cpu_total_us / moe_layers : 0;
+  split_costs_.host_us = host_us;
+  split_costs_.cached_us = gpu_us > 0 ? gpu_us * k : 0;  // scaled by the hit rate below
+  const double hit = held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate;
   int g = 0;
   if (host_us > 0) {
     detail->set("gpu_host_us_per_expert", host_us);
-    const double cpu = cpu_total_us / moe_layers;
-    const double hit = held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate;
-    const double m = k * (1.0 - hit);
-    const double cached = (gpu_us > 0 ? gpu_us : 0) * k * hit;
-    double best = m * cpu;
-    for (int c = 1; c <= k && c <= static_cast<int>(std::ceil(m)); ++c) {
-      const double t = std::max(std::max(0.0, m - c) * cpu, cached + c * host_us);
-      if (t < best) {
-        best = t;
-        g = c;
-      }
-    }
-    detail->set("gpu_host_layer_us_estimate", best);
+    const HostSplit split = plan_host_split(split_with_hit(hit));
+    g = split.choices;
+    detail->set("gpu_host_layer_us_estimate", split.layer_us);
   }
   // GUILD_GPU_HOST_CHOICES=N overrides the rule (0: the CPU computes all its choices), for measuring.
   if (const char* env = std::getenv("GUILD_GPU_HOST_CHOICES"); env && *env) {
     g = static_cast<int>(std::strtol(env, nullptr, 10));
     detail->set("gpu_host_choices_override", g);
+    split_costs_.host_us = -1;  // fixed: the online re-plan leaves it alone
   }
   const int layers = dec_->set_host_choices(g);
-  detail->set("gpu_host_choices", layers > 0 ? g : 0);
+  host_choices_ = layers > 0 ? g : 0;
+  if (layers == 0) split_costs_.host_us = -1;
+  detail->set("gpu_host_choices", host_choices_);
   detail->set("gpu_host_layers", layers);
   return true;
+}
+
+HostSplitCosts GpuExecution::split_with_hit(double hit) const {
+  HostSplitCosts c = split_costs_;
+  c.miss_rate = 1.0 - std::clamp(hit, 0.0, 1.0);
+  c.cached_us = split_costs_.cached_us * std::clamp(hit, 0.0, 1.0);
+  return c;
+}
+
+// Every policy window: the GPU's share of the CPU's choices re-planned from
+// the hit rate seen in the window (the calibration text's may not be the
+// traffic's); changed only when the estimate improves by 5 % or more, since a
+// change recaptures the decode graph.
+void GpuExecution::replan_host_choices(uint64_t hits, uint64_t choices) {
+  if (split_costs_.host_us <= 0 || choices < 64) return;
+  const HostSplitCosts c = split_with_hit(static_cast<double>(hits) / static_cast<double>(choices));
+  const HostSplit best = plan_host_split(c);
+  if (best.choices == host_choices_ || best.layer_us > 0.95 * host_split_layer_us(c, host_choices_)) return;
+  if (dec_->set_host_choices(best.choices) > 0 || best.choices == 0) {
+    host_choices_ = best.choices;
+    ++host_replans_;
+  }
 }
 
 bool GpuExecution::drain_counts() {
   std::string err;
   if (!dec_->routing_counts(&counts_, true, &err)) return false;
+  uint64_t hits = 0, choices = 0;
   for (int l = 0; l < hp_->n_layer; ++l)
     for (int e = 0; e < hp_->n_expert; ++e) {
       const uint32_t c = counts_[static_cast<size_t>(l) * hp_->n_expert + e];
-      choices_ += c;
-      if (dec_->slot_of(l, e) >= 0) hits_ += c;
+      choices += c;
+      if (dec_->slot_of(l, e) >= 0) hits += c;
     }
+  choices_ += choices;
+  hits_ += hits;
+  window_choices_ += choices;
+  window_hits_ += hits;
   return true;
 }
 
@@ -637,6 +663,8 @@ void GpuExecution::online_step() {
   // With peers the plan stays as calibrated: the policy moves experts into the
   // primary's cache only and would take hot ones from the peers for nothing.
   if (!drain_counts() || !opt_.online_policy || !peer_plans_.empty()) return;
+  replan_host_choices(window_hits_, window_choices_);
+  window_hits_ = window_choices_ = 0;
   std::string err;
   const auto swaps = policy_.update(
       counts_, [&](int l, int s) { return dec_->cached_expert(l, s); }, [&](int l) { return dec_->cache_slots(l); });

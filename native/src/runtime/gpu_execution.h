@@ -80,6 +80,9 @@ class GpuExecution {
   uint64_t cpu_experts_computed() const;
   double cpu_expert_busy_ms() const;  // the CPU expert pool's time in its layer calls
   uint64_t swaps() const { return swaps_; }
+  // The GPU's share of the CPU's choices per token and layer now, and how often the online policy changed it.
+  int host_choices() const { return host_choices_; }
+  uint64_t host_replans() const { return host_replans_; }
   // Share of routed choices served by the GPU cache since the last call (resets).
   double take_hit_rate();
 
@@ -96,6 +99,8 @@ class GpuExecution {
   // Reads (and resets) the decoder's routing counts into counts_, hits_ and choices_.
   bool plan_host_choices(double cpu_total_us, int moe_layers, double gpu_us, double held_out_hit, json::Value* detail,
                          std::string* error);
+  HostSplitCosts split_with_hit(double hit) const;
+  void replan_host_choices(uint64_t hits, uint64_t choices);
   bool drain_counts();
   // drain_counts, then the online cache policy's swaps.
   void online_step();
@@ -126,6 +131,10 @@ class GpuExecution {
   int steps_since_policy_ = 0;
   uint64_t swaps_ = 0;
   uint64_t hits_ = 0, choices_ = 0;  // for take_hit_rate
+  uint64_t window_hits_ = 0, window_choices_ = 0;  // since the last policy window
+  HostSplitCosts split_costs_;        // calibration's costs for the GPU's share of the CPU's choices
+  int host_choices_ = 0;              // that share now (Decoder::set_host_choices)
+  uint64_t host_replans_ = 0;
   std::vector<uint32_t> counts_;
 };
 
