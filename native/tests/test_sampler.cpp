@@ -19,6 +19,16 @@ TEST(greedy_picks_highest_and_ties_go_to_lowest_id) {
   CHECK(argmax_lowest_id(l.data(), 4) == 1);
   Sampler s(SamplingParams{}, 4);  // temperature 0
   CHECK(s.sample(l.data(), {}) == 1);
+  CHECK(s.plain_argmax());
+  // NaN never wins, wherever it is (the GPU's argmax_rows does the same); all NaN: 0.
+  auto n = logits_of({NAN, -5.0f, NAN, -2.0f});
+  CHECK(argmax_lowest_id(n.data(), 4) == 3);
+  auto all_nan = logits_of({NAN, NAN});
+  CHECK(argmax_lowest_id(all_nan.data(), 2) == 0);
+  // A repetition penalty changes the logits first: not a plain argmax.
+  SamplingParams pen;
+  pen.repeat_penalty = 1.1f;
+  CHECK(!Sampler(pen, 4).plain_argmax());
 }
 
 TEST(top_k_one_and_tiny_top_p_and_full_min_p_are_greedy) {

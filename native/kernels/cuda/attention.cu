@@ -472,8 +472,13 @@ cudaError_t kernels_init() {
   if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
     return err;
+  // The wait is compiled only into sm_90+ code: a build whose code for this
+  // device is older PTX (JIT-compiled) must not let kernels start early (every
+  // kernel of the package is built for the same architectures: one stands for all).
+  cudaFuncAttributes fa{};
+  if ((err = cudaFuncGetAttributes(&fa, attn_combine_kernel)) != cudaSuccess) return err;
   const char* env = std::getenv("GUILD_CUDA_PDL");
-  const bool on = major >= 9 && !(env && std::string(env) == "0");
+  const bool on = major >= 9 && fa.ptxVersion >= 90 && !(env && std::string(env) == "0");
   int cur = g_pdl.load();
   while (!g_pdl.compare_exchange_weak(cur, (cur == -1 || cur == 1) && on ? 1 : 0)) {
   }

@@ -26,16 +26,19 @@ __global__ void hybrid_export_kernel(const float* __restrict__ xn, int64_t count
                                      int host_max) {
   pdl_begin();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // One token with host_ids (n_slots <= 32: the lanes of block 0's warp 0 are
+  // its choices): the first host_max choices the CPU would compute, in choice
+  // order, go to the GPU, which reads those experts from host memory; the CPU
+  // sees them as -1. The whole warp votes (outside any branch).
+  unsigned cpu_mask = 0;
+  if (host_ids && blockIdx.x == 0 && threadIdx.x < 32)
+    cpu_mask = __ballot_sync(0xffffffffu, i < n_slots && slot_of[ids[i]] < 0);
   if (i < n_slots) {
     const int32_t e = ids[i];
     bool cpu = slot_of[e] < 0;
     if (host_ids) {
-      // One token (n_slots <= 32: lanes of warp 0 are its choices): the first
-      // host_max choices the CPU would compute, in choice order, go to the GPU,
-      // which reads those experts from host memory; the CPU sees them as -1.
       const unsigned lane = threadIdx.x & 31;
-      const unsigned mask = __ballot_sync(__activemask(), cpu);
-      const bool to_gpu = cpu && __popc(mask & ((1u << lane) - 1u)) < host_max;
+      const bool to_gpu = cpu && __popc(cpu_mask & ((1u << lane) - 1u)) < host_max;
       host_ids[i] = to_gpu ? e : -1;
       cpu = cpu && !to_gpu;
       h_ids[i] = to_gpu ? -1 : e;

@@ -486,6 +486,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __r
   }
   __syncthreads();
   if (last && threadIdx.x == 0) {
+    __threadfence();  // acquire: every block's atomicMax happened before its count
     const unsigned long long k = atomicExch(&work[row], 0ull);
     work[rows + row] = 0;
     out[row] = k ? static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(k & 0xFFFFFFFFu)) : 0;

@@ -1726,19 +1726,23 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
   if (!I.L.hybrid || layer < 0 || layer >= static_cast<int>(I.layers.size()) || !I.layers[layer].moe) return -1;
   const int kk = I.hp.n_expert_used;
   const Impl::Layer& ly = I.layers[layer];
-  // k choices of experts this device holds (repeated when it holds fewer).
-  std::vector<int32_t> ids(static_cast<size_t>(kk), -1);
+  // k choices of experts this device holds per repetition, a different set
+  // each time where it holds enough (a real token's experts are not in L2).
+  constexpr int kReps = 20;
+  const bool own_sets = who <= 0 && static_cast<size_t>(I.L.T) * I.L.K >= static_cast<size_t>(kReps + 1) * kk;
+  const int sets = own_sets ? kReps + 1 : 1;
+  std::vector<int32_t> ids(static_cast<size_t>(kk) * sets, -1);
   Impl::Peer* peer = nullptr;
   if (who == 0) {
     if (ly.cache_slots == 0) return -1;
-    for (int j = 0; j < kk; ++j) ids[j] = j % ly.cache_slots;  // slots of the primary's cache
+    for (size_t j = 0; j < ids.size(); ++j) ids[j] = static_cast<int32_t>(j % ly.cache_slots);  // the primary's cache slots
   } else if (who == -1) {
     if (!ly.host_readable) return -1;
     std::vector<int32_t> cpu;  // experts the CPU computes, read from host memory instead
     for (int x = 0; x < I.hp.n_expert; ++x)
       if ((ly.owner_of.empty() ? ly.slot_of[x] : ly.owner_of[x]) < 0) cpu.push_back(x);
     if (cpu.empty()) return -1;
-    for (int j = 0; j < kk; ++j) ids[j] = cpu[(static_cast<size_t>(j) * 7) % cpu.size()];
+    for (size_t j = 0; j < ids.size(); ++j) ids[j] = cpu[j % cpu.size()];
   } else {
     if (who < 1 || who > static_cast<int>(I.peers.size())) return -1;
     peer = &I.peers[who - 1];
@@ -1749,7 +1753,7 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
     for (int j = 0; j < kk; ++j) ids[j] = owned[j % owned.size()];
   }
   const std::vector<float> wts(static_cast<size_t>(kk), 1.0f / static_cast<float>(kk));
-  int32_t* d_ids = who == 0 ? I.d_cache_ids : who == -1 ? I.d_host_ids : I.groups.ids;
+  int32_t* d_ids = own_sets ? I.groups.ids : who == 0 ? I.d_cache_ids : who == -1 ? I.d_host_ids : I.groups.ids;
   cudaEvent_t t0 = nullptr, t1 = nullptr;
   // A failure leaves the reason in *error (a CUDA call's, or the decoder's own).
   auto bad = [&](const char* what, cudaError_t e) {
@@ -1767,10 +1771,12 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
   if (e == cudaSuccess) e = cudaEventCreate(&t1);
   if (e != cudaSuccess) return bad("measure (setup)", e);
   const size_t row = static_cast<size_t>(I.hp.n_embd) * 4;
+  int rep = 0;
   auto once = [&]() -> bool {
     Impl::Src xs{I.xn, 1, I.hp.n_embd};
-    if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_ids, xs, I.main_work());
-    if (who == -1) return I.token_experts(ly.host_view, d_ids, xs, I.main_work());
+    const int32_t* set = d_ids + static_cast<size_t>(kk) * (rep++ % sets);
+    if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, set, xs, I.main_work());
+    if (who == -1) return I.token_experts(ly.host_view, set, xs, I.main_work());
     if (copies_only) {
       cudaError_t r = I.peer_copy(*peer, peer->xn, true, I.xn, row, I.stream);
       if (r == cudaSuccess) r = I.peer_copy(*peer, peer->out_primary, false, peer->out, row, I.stream);
@@ -1780,7 +1786,6 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
     const cudaError_t r = cudaStreamWaitEvent(I.stream, peer->ev_out, 0);
     return r == cudaSuccess || I.fail("peer join", r);
   };
-  constexpr int kReps = 20;
   if (!once()) return bad("measure", cudaSuccess);  // warm-up
   if ((e = cudaEventRecord(t0, I.stream)) != cudaSuccess) return bad("cudaEventRecord", e);
   for (int r = 0; r < kReps; ++r)
@@ -1817,6 +1822,7 @@ bool CudaDecoder::set_host_experts(int layer, const ExpertMatrices& gate, const 
   ly.host_up = up;
   ly.host_down = down;
   ly.host_pinned = pinned;
+  I.drop_graph();  // a captured step may read the old stacks in place (host_choices)
   // Page-locked (mapped) stacks whose rows suit the matrix kernels (16-byte
   // aligned rows of a supported type) can be read by the GPU in place.
   ly.host_readable = false;
@@ -1849,7 +1855,8 @@ bool CudaDecoder::set_host_experts(int layer, const ExpertMatrices& gate, const 
 
 int CudaDecoder::set_host_choices(int n) {
   Impl& I = *impl_;
-  const int want = std::clamp(n, 0, std::min(32, I.hp.n_expert_used));
+  // One warp splits a token's choices (hybrid_export): not for k > 32.
+  const int want = I.hp.n_expert_used > 32 ? 0 : std::clamp(n, 0, I.hp.n_expert_used);
   int layers = 0;
   for (const Impl::Layer& ly : I.layers) layers += ly.moe && ly.host_readable;
   if (want != I.host_choices) {

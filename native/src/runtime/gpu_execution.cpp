@@ -612,6 +612,7 @@ bool GpuExecution::plan_host_choices(double cpu_total_us, int moe_layers, double
     detail->set("gpu_host_choices_override", g);
     split_costs_.host_us = -1;  // fixed: the online re-plan leaves it alone
   }
+  g = std::clamp(g, 0, k);  // as the decoder takes it
   const int layers = dec_->set_host_choices(g);
   host_choices_ = layers > 0 ? g : 0;
   if (layers == 0) split_costs_.host_us = -1;

@@ -6,10 +6,11 @@
 namespace guild {
 
 int32_t argmax_lowest_id(const float* logits, int32_t n_vocab) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n_vocab; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return best;
+  // NaN never wins (as on the GPU, argmax_rows): 0 when every logit is NaN.
+  int32_t best = -1;
+  for (int32_t i = 0; i < n_vocab; ++i)
+    if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+  return best < 0 ? 0 : best;
 }
 
 namespace {
