@@ -42,6 +42,29 @@ std::vector<double> expert_ffn(const LayerWeights& L, int e, const float* x, int
   return matvec(L.down_exps.expert(e), h);
 }
 
+// Relative error of out ([n][d]) against the weighted sum of each token's
+// choices the CPU computes: a negative id or a cached expert (slot_of >= 0)
+// is someone else's.
+double rel_error_vs_reference(const LayerWeights& L, int n, int k, int d, const float* xn, const int32_t* ids,
+                              const float* w, const int32_t* slot_of, const float* out) {
+  double err2 = 0, ref2 = 0;
+  for (int t = 0; t < n; ++t) {
+    std::vector<double> ref(d, 0.0);
+    for (int j = 0; j < k; ++j) {
+      const int e = ids[t * k + j];
+      if (e < 0 || slot_of[e] >= 0) continue;
+      const std::vector<double> y = expert_ffn(L, e, xn + static_cast<size_t>(t) * d, d);
+      for (int i = 0; i < d; ++i) ref[i] += w[t * k + j] * y[i];
+    }
+    for (int i = 0; i < d; ++i) {
+      const double diff = out[static_cast<size_t>(t) * d + i] - ref[i];
+      err2 += diff * diff;
+      ref2 += ref[i] * ref[i];
+    }
+  }
+  return std::sqrt(err2 / std::max(ref2, 1e-30));
+}
+
 }  // namespace
 
 TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
@@ -78,22 +101,7 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
     if (!L.is_moe()) continue;
     std::vector<float> out(static_cast<size_t>(n) * d, NAN);
     runner.run(l, n, xn.data(), ids.data(), w.data(), slot_of.data(), out.data());
-    double err2 = 0, ref2 = 0;
-    for (int t = 0; t < n; ++t) {
-      std::vector<double> ref(d, 0.0);
-      for (int j = 0; j < k; ++j) {
-        const int e = ids[t * k + j];
-        if (slot_of[e] >= 0) continue;
-        const std::vector<double> y = expert_ffn(L, e, xn.data() + static_cast<size_t>(t) * d, d);
-        for (int i = 0; i < d; ++i) ref[i] += w[t * k + j] * y[i];
-      }
-      for (int i = 0; i < d; ++i) {
-        const double diff = out[static_cast<size_t>(t) * d + i] - ref[i];
-        err2 += diff * diff;
-        ref2 += ref[i] * ref[i];
-      }
-    }
-    const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+    const double rel = rel_error_vs_reference(L, n, k, d, xn.data(), ids.data(), w.data(), slot_of.data(), out.data());
     std::printf("  layer %d: relative error %.2e against the float reference\n", l, rel);
     CHECK_MSG(rel < 2e-2, "layer %d: relative error %.3g", l, rel);
     ++layers;
@@ -124,22 +132,8 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
     CHECK(n_taken > 0);
     std::vector<float> got(static_cast<size_t>(n) * d, NAN);
     runner.run(l0, n, xn.data(), taken.data(), w.data(), slot_of.data(), got.data());
-    double err2 = 0, ref2 = 0;
-    for (int t = 0; t < n; ++t) {
-      std::vector<double> ref(d, 0.0);
-      for (int j = 0; j < k; ++j) {
-        const int e = taken[t * k + j];
-        if (e < 0 || slot_of[e] >= 0) continue;
-        const std::vector<double> y = expert_ffn(m->weights().layers[l0], e, xn.data() + static_cast<size_t>(t) * d, d);
-        for (int i = 0; i < d; ++i) ref[i] += w[t * k + j] * y[i];
-      }
-      for (int i = 0; i < d; ++i) {
-        const double diff = got[static_cast<size_t>(t) * d + i] - ref[i];
-        err2 += diff * diff;
-        ref2 += ref[i] * ref[i];
-      }
-    }
-    const double rel = std::sqrt(err2 / std::max(ref2, 1e-30));
+    const double rel = rel_error_vs_reference(m->weights().layers[l0], n, k, d, xn.data(), taken.data(), w.data(),
+                                              slot_of.data(), got.data());
     std::printf("  %d choices taken by the GPU: relative error %.2e\n", n_taken, rel);
     CHECK_MSG(rel < 2e-2, "choices taken by the GPU: relative error %.3g", rel);
   }
