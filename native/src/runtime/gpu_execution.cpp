@@ -166,11 +166,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
     return nullptr;
   }
   g->cache_budget_ = o.experts_on_cpu ? 0 : budget - m_dense.total();
-  PlacementInput in;
-  in.n_layer = hp.n_layer;
-  in.n_expert = hp.n_expert;
-  in.expert_bytes = g->expert_bytes_;
-  in.budget_bytes = g->cache_budget_;
+  PlacementInput in = g->placement_input({});
   // Peers: each device's budget for its cache, less its buffers.
   json::Value peers_json = json::Value::array();
   std::vector<uint64_t> budgets{g->cache_budget_};
@@ -201,6 +197,16 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   if (!g->build_decoder(g->plan_.slots, error)) return nullptr;
   g->policy_.init(hp.n_layer, hp.n_expert, 0.5, 1.5, kPolicyMaxCopies);
   return g;
+}
+
+PlacementInput GpuExecution::placement_input(std::vector<uint32_t> counts) const {
+  PlacementInput in;
+  in.n_layer = hp_->n_layer;
+  in.n_expert = hp_->n_expert;
+  in.expert_bytes = expert_bytes_;
+  in.budget_bytes = cache_budget_;
+  in.counts = std::move(counts);
+  return in;
 }
 
 bool GpuExecution::apply_plan(const PlacementPlan& plan, std::string* error) {
@@ -376,13 +382,7 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     prefill_ms = ms_since(t0);
     if (!dec_->routing_counts(&counts, true, error)) return false;
     if (half < n) {
-      PlacementInput in;
-      in.n_layer = hp.n_layer;
-      in.n_expert = hp.n_expert;
-      in.expert_bytes = expert_bytes_;
-      in.budget_bytes = cache_budget_;
-      in.counts = first;
-      const PlacementPlan fit = plan_expert_placement(in);
+      const PlacementPlan fit = plan_expert_placement(placement_input(first));
       double hit = 0, total = 0;
       for (int l = 0; l < hp.n_layer; ++l) {
         if (!expert_bytes_[l]) continue;
@@ -400,15 +400,9 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
   detail->set("calibration_prefill_ms", prefill_ms);
   // 2. The plan from the statistics: the same budget, hottest experts per byte.
   if (n > 0 && plan_.bytes > 0) {
-    PlacementInput in;
-    in.n_layer = hp.n_layer;
-    in.n_expert = hp.n_expert;
-    in.expert_bytes = expert_bytes_;
-    in.budget_bytes = cache_budget_;
-    in.counts = counts;
     std::vector<uint64_t> budgets{cache_budget_};
     budgets.insert(budgets.end(), peer_budgets_.begin(), peer_budgets_.end());
-    std::vector<PlacementPlan> plans = plan_devices_placement(in, budgets);
+    std::vector<PlacementPlan> plans = plan_devices_placement(placement_input(counts), budgets);
     PlacementPlan next = plans[0];
     bool reshape = next.slots != plan_.slots;
     for (size_t p = 0; p < peer_plans_.size(); ++p) reshape = reshape || plans[p + 1].slots != peer_plans_[p].slots;

@@ -97,6 +97,8 @@ class GpuExecution {
   static void pool_copy(void* ctx, void* dst, const void* src, size_t bytes);
   bool apply_plan(const PlacementPlan& plan, std::string* error);
   // Reads (and resets) the decoder's routing counts into counts_, hits_ and choices_.
+  // This model's placement problem (its experts and the primary's budget) with routing counts.
+  PlacementInput placement_input(std::vector<uint32_t> counts) const;
   bool plan_host_choices(double cpu_total_us, int moe_layers, double gpu_us, double held_out_hit, json::Value* detail,
                          std::string* error);
   HostSplitCosts split_with_hit(double hit) const;

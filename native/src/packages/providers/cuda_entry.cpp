@@ -5,21 +5,14 @@
 #include "cuda/cuda_decoder.h"
 #include "core/tensor_type.h"
 #include "packages/provider_abi.h"
+#include "packages/providers/provider_identity.h"
 
-#if !defined(GUILD_PROVIDER_NAME) || !defined(GUILD_PROVIDER_VERSION)
-#error "GUILD_PROVIDER_NAME and GUILD_PROVIDER_VERSION must be defined"
-#endif
 
 namespace {
 
 // Usable only with a device of compute capability >= 8.0 (queried once).
 guild_kernel_provider_info make_info() {
-  guild_kernel_provider_info info{};
-  info.struct_size = sizeof(guild_kernel_provider_info);
-  info.abi_version = GUILD_KERNEL_PROVIDER_ABI_VERSION;
-  info.name = GUILD_PROVIDER_NAME;
-  info.version = GUILD_PROVIDER_VERSION;
-  info.description = GUILD_PROVIDER_DESCRIPTION;
+  guild_kernel_provider_info info = guild::packages::provider_identity();
   std::string why;
   info.score = guild::cuda::cuda_available(&why) ? 100 : 0;
   info.cpu_table_size = 0;

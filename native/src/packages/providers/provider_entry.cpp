@@ -7,6 +7,7 @@
 #include "core/cpu_features.h"
 #include "core/kernel_table.h"
 #include "packages/provider_abi.h"
+#include "packages/providers/provider_identity.h"
 
 #define GUILD_PROVIDER_GENERIC 0
 #define GUILD_PROVIDER_AVX2 1
@@ -47,12 +48,7 @@ int32_t score() {
 }
 
 guild_kernel_provider_info make_info() {
-  guild_kernel_provider_info info{};
-  info.struct_size = sizeof(guild_kernel_provider_info);
-  info.abi_version = GUILD_KERNEL_PROVIDER_ABI_VERSION;
-  info.name = GUILD_PROVIDER_NAME;
-  info.version = GUILD_PROVIDER_VERSION;
-  info.description = GUILD_PROVIDER_DESCRIPTION;
+  guild_kernel_provider_info info = guild::packages::provider_identity();
   info.score = table() != nullptr ? score() : 0;
   info.cpu_table_size = sizeof(guild::CpuKernelTable);
   info.tensor_type_limit = guild::kTensorTypeIdLimit;
