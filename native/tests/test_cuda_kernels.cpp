@@ -390,6 +390,149 @@ TEST(gemv_multi_matches_gemv) {
   CHECK(gc::gemv_multi(ms, 2, a.view, 1, yp, st, nullptr) == cudaErrorInvalidValue);
 }
 
+// The attention norm inside the q/k/v product (one token): every block
+// quantizes rmsnorm(x) * w itself. Against rms_norm + gemv_multi (the same
+// values up to the order of the sum of squares) and a double reference.
+// Shapes cover staged rows (weights copied before the wait) and rows too
+// long to stage (8192 Q6_K inputs: read from global memory).
+TEST(gemv_multi_normed_matches_norm_then_gemv) {
+  need_gpu();
+  struct Case { TensorType t; int64_t n_in; };
+  for (const Case& cs : {Case{TensorType::Q6_K, 2304}, Case{TensorType::Q4_K, 512}, Case{TensorType::Q8_0, 800},
+                         Case{TensorType::Q4_0, 96}, Case{TensorType::Q5_K, 256}, Case{TensorType::Q6_K, 8192}}) {
+    const int64_t outs[3] = {300, 37, 72};
+    const int n_w = cs.n_in == 8192 ? 1 : 3;
+    std::vector<HostMatrix> hw;
+    std::vector<std::unique_ptr<DevMatrixBuf>> dw;
+    gc::DevMatrix ms[3];
+    for (int i = 0; i < n_w; ++i) {
+      hw.push_back(random_matrix(cs.t, cs.n_in, outs[i]));
+      dw.push_back(std::make_unique<DevMatrixBuf>(hw.back()));
+      ms[i] = dw.back()->m;
+    }
+    const char* name = tensor_type_name(static_cast<uint32_t>(cs.t)).data();
+    CHECK_MSG(gc::gemv_normed_supported(ms[0]), "gemv_normed_supported %s n_in %lld", name, (long long)cs.n_in);
+    for (bool with_w : {true, false}) {
+      const int n = static_cast<int>(cs.n_in);
+      std::vector<float> x = randn(n, 3.0f), w = randn(n, 0.3f);
+      for (float& v : w) v += 1.0f;
+      Dev<float> dx(x), dnw(w), xn(n);
+      std::vector<float> xr(n);
+      rms_norm_rows(x.data(), with_w ? w.data() : nullptr, 1e-6f, n, 1, xr.data());
+      // Unfused: rms_norm into Q8_1, then gemv_multi.
+      Dev<int8_t> qs(n);
+      Dev<uint32_t> ds(n / 32);
+      gc::Q8Act q8{qs.p, ds.p, n, n / 32};
+      CUDA_OK(gc::rms_norm(dx.p, nullptr, with_w ? dnw.p : nullptr, 1e-6f, 1, n, xn.p, &q8, nullptr, 0, nullptr));
+      gc::ActView act;
+      act.q8 = q8;
+      std::vector<std::unique_ptr<Dev<float>>> fused, plain;
+      float* fp[3];
+      float* pp[3];
+      int64_t strides[3];
+      for (int i = 0; i < n_w; ++i) {
+        fused.push_back(std::make_unique<Dev<float>>(outs[i]));
+        plain.push_back(std::make_unique<Dev<float>>(outs[i]));
+        fused.back()->up(std::vector<float>(outs[i], NAN));
+        fp[i] = fused.back()->p;
+        pp[i] = plain.back()->p;
+        strides[i] = outs[i];
+      }
+      CUDA_OK(gc::gemv_multi(ms, n_w, act, 1, pp, strides, nullptr));
+      CUDA_OK(gc::gemv_multi_normed(ms, n_w, dx.p, with_w ? dnw.p : nullptr, 1e-6f, fp, nullptr));
+      for (int i = 0; i < n_w; ++i) {
+        const std::vector<float> got = fused[i]->down(), want = plain[i]->down();
+        std::vector<double> wantd(want.begin(), want.end());
+        const std::vector<double> ref = ref_matmul(hw[i], 0, outs[i], xr, n, {0}, nullptr);
+        const double e_plain = rel_err(got, wantd), e_ref = rel_err(got, ref);
+        CHECK_MSG(e_plain <= 2e-3, "gemv_multi_normed %s n_in %d matrix %d (norm w %d): %.3g from rms_norm + gemv_multi",
+                  name, n, i, with_w, e_plain);
+        CHECK_MSG(e_ref <= 2e-2, "gemv_multi_normed %s n_in %d matrix %d: rel err %.3g > 2e-2", name, n, i, e_ref);
+      }
+    }
+  }
+  // Float weights are refused (their input is not quantized).
+  HostMatrix f = random_matrix(TensorType::F32, 64, 8);
+  DevMatrixBuf df(f);
+  Dev<float> x(64), y(8);
+  float* yp[1] = {y.p};
+  CHECK(!gc::gemv_normed_supported(df.m));
+  CHECK(gc::gemv_multi_normed(&df.m, 1, x.p, nullptr, 1e-6f, yp, nullptr) == cudaErrorNotSupported);
+}
+
+// Norm, router product and top-k in one launch (decode's MoE routing) against
+// the three launches it replaces and ops/moe.cpp's routing of its own logits.
+// Launched twice in a row: the finished-block counter must come back to zero.
+TEST(moe_norm_route_matches_separate_launches) {
+  need_gpu();
+  struct Case { TensorType t; int n, n_expert, k; };
+  for (const Case& cs : {Case{TensorType::F32, 2048, 128, 8}, Case{TensorType::F32, 512, 60, 4},
+                         Case{TensorType::F16, 4096, 8, 2}, Case{TensorType::BF16, 36, 8, 2},
+                         Case{TensorType::F32, 256, 3, 3}}) {
+    const char* name = tensor_type_name(static_cast<uint32_t>(cs.t)).data();
+    HostMatrix hr = random_matrix(cs.t, cs.n, cs.n_expert);
+    DevMatrixBuf dr(hr);
+    CHECK_MSG(gc::moe_norm_route_supported(dr.m, cs.k), "moe_norm_route_supported %s n %d", name, cs.n);
+    std::vector<float> x = randn(cs.n, 3.0f), w = randn(cs.n, 0.3f);
+    for (float& v : w) v += 1.0f;
+    Dev<float> dx(x), dnw(w), xn(cs.n), xn_ref(cs.n), logits(cs.n_expert), logits_ref(cs.n_expert), wts(cs.k),
+        wts_ref(cs.k);
+    Dev<int32_t> ids(cs.k), ids_ref(cs.k);
+    Dev<uint32_t> counter(1);
+    counter.up(std::vector<uint32_t>(1, 0));
+    const bool q8 = cs.n % 32 == 0;
+    Dev<int8_t> qs(cs.n);
+    Dev<uint32_t> ds(std::max(1, cs.n / 32));
+    gc::Q8Act act_q8{qs.p, ds.p, cs.n, cs.n / 32};
+    // Reference launches.
+    CUDA_OK(gc::rms_norm(dx.p, nullptr, dnw.p, 1e-6f, 1, cs.n, xn_ref.p, nullptr, nullptr, 0, nullptr));
+    gc::ActView av;
+    av.f32 = xn_ref.p;
+    av.f32_stride = cs.n;
+    CUDA_OK(gc::gemv(dr.m, av, 1, logits_ref.p, cs.n_expert, false, nullptr));
+    CUDA_OK(gc::moe_route(logits_ref.p, 1, cs.n_expert, cs.k, ids_ref.p, wts_ref.p, nullptr));
+    for (int rep = 0; rep < 2; ++rep) {
+      xn.up(std::vector<float>(cs.n, NAN));
+      logits.up(std::vector<float>(cs.n_expert, NAN));
+      CUDA_OK(gc::moe_norm_route(dx.p, dnw.p, 1e-6f, dr.m, cs.k, xn.p, q8 ? &act_q8 : nullptr, logits.p, ids.p, wts.p,
+                                 counter.p, nullptr));
+      const std::vector<float> gx = xn.down(), rx = xn_ref.down(), gl = logits.down(), rl = logits_ref.down();
+      const double ex = rel_err(gx, std::vector<double>(rx.begin(), rx.end()));
+      const double el = rel_err(gl, std::vector<double>(rl.begin(), rl.end()));
+      CHECK_MSG(ex <= 1e-6, "moe_norm_route %s n %d: normed row %.3g from rms_norm", name, cs.n, ex);
+      CHECK_MSG(el <= 1e-5, "moe_norm_route %s n %d: logits %.3g from gemv", name, cs.n, el);
+      // The routing of its own logits, exactly as the CPU routes them.
+      ExpertRouting r;
+      r.reserve(1, cs.k, cs.n_expert);
+      route_softmax_topk(gl.data(), 1, cs.n_expert, cs.k, &r);
+      const std::vector<int32_t> gi = ids.down();
+      const std::vector<float> gw = wts.down();
+      bool ids_ok = true, w_ok = true;
+      for (int j = 0; j < cs.k; ++j) {
+        ids_ok &= gi[j] == r.ids[j];
+        w_ok &= std::fabs(gw[j] - r.weights[j]) <= 1e-6f;
+      }
+      CHECK_MSG(ids_ok && w_ok, "moe_norm_route %s n %d rep %d: routing differs from its logits' (ids %d, weights %d)",
+                name, cs.n, rep, ids_ok, w_ok);
+      CHECK_MSG(counter.down()[0] == 0, "moe_norm_route left its counter at %u", counter.down()[0]);
+      if (q8) {  // Q8_1 of the same values
+        const std::vector<int8_t> q = qs.down();
+        const std::vector<uint32_t> d = ds.down();
+        int bad = 0;
+        for (int i = 0; i < cs.n; ++i) {
+          const float sc = fp16_to_f32(static_cast<uint16_t>(d[i / 32] & 0xFFFF));
+          bad += std::fabs(sc * q[i] - gx[i]) > 0.51f * sc + 1e-3f * std::fabs(gx[i]) + 1e-6f;
+        }
+        CHECK_MSG(bad == 0, "moe_norm_route %s n %d: %d Q8_1 values off the normed row", name, cs.n, bad);
+      }
+    }
+  }
+  // Quantized routers are the unfused path's.
+  HostMatrix q = random_matrix(TensorType::Q8_0, 64, 8);
+  DevMatrixBuf dq(q);
+  CHECK(!gc::moe_norm_route_supported(dq.m, 2));
+}
+
 TEST(gemv_glu_all_types) {
   need_gpu();
   for (const TypeCase& tc : kTypes) {

@@ -105,6 +105,10 @@ __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpr
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
+// A hint to bring the 128-byte line at p into L2 (no fault, no result):
+// kernels issue it for weights before waiting for the previous kernel.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 __device__ __forceinline__ void cp_async16_g2s(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
                "l"(src));

@@ -103,6 +103,9 @@ cudaError_t convert_f16(const float* x, int64_t x_stride, int rows, int n, uint1
 
 // ---- matrix products ---------------------------------------------------------------
 
+// The matrix-vector kernels start copying dense weights before the previous
+// kernel has finished (programmatic dependent launch): weights must not change
+// while a step runs (the expert kernels read their routing first).
 // y[c][r] = (accumulate ? y[c][r] : 0) + dot(W row r, act row c), c < n_cols <= kGemvMaxCols.
 // Reads act in act_format_gemv(w.type).
 cudaError_t gemv(const DevMatrix& w, const ActView& act, int n_cols, float* y, int64_t y_stride, bool accumulate,
@@ -114,6 +117,14 @@ cudaError_t gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& 
 // input in one launch (y_i = act · W_iᵀ, e.g. the q, k and v projections).
 cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_cols, float* const* ys,
                        const int64_t* y_strides, cudaStream_t s);
+// gemv_multi of one token whose input is y = rmsnorm(x) * norm_w (n_in floats,
+// 16-byte aligned; norm_w may be null), quantized to Q8_1 by every block in
+// shared memory (no rms_norm launch before it; the values rms_norm would
+// give). Quantized types whose n_in passes gemv_normed_supported.
+cudaError_t gemv_multi_normed(const DevMatrix* ws, int n_w, const float* x, const float* norm_w, float eps,
+                              float* const* ys, cudaStream_t s);
+inline constexpr int kGemvNormMaxSmem = 24 * 1024;
+bool gemv_normed_supported(const DevMatrix& w);
 // The same for n_tokens of any count with tensor cores (fp16 in, fp32
 // accumulate; F32 weights: fp32 SIMT). Reads act in act_format_gemm(w.type).
 cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y, int64_t y_stride, bool accumulate,
@@ -220,6 +231,16 @@ cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_toke
 // descending probability), weights renormalised to sum 1.
 cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, int32_t* ids, float* weights,
                       cudaStream_t s);
+// One token's routing in one launch (decode): y = rmsnorm(x) * norm_w (x: n_in
+// floats of the router, 16-byte aligned; norm_w may be null) into xn and
+// xn_q8 where set (the values rms_norm gives), logits = router · y, then
+// moe_route's softmax top-k into ids/weights[0..k). Router weights F32, F16 or
+// BF16 (moe_norm_route_supported). counter: one zeroed uint32 of device
+// memory, left zero (one launch at a time may use it).
+bool moe_norm_route_supported(const DevMatrix& router, int k);
+cudaError_t moe_norm_route(const float* x, const float* norm_w, float eps, const DevMatrix& router, int k, float* xn,
+                           const Q8Act* xn_q8, float* logits, int32_t* ids, float* weights, uint32_t* counter,
+                           cudaStream_t s);
 // Groups the slots of g.ids by expert (offsets, slots, active experts, GEMM tile list).
 cudaError_t moe_group(const MoeGroups& g, int n_tokens, int k, int n_expert, cudaStream_t s);
 // x[t][d] += sum_j weights[t*k+j] * y[(t*k+j)][d]  (y row stride n)

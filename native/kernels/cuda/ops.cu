@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common.cuh"
+#include "route.cuh"
 
 namespace guild::cuda {
 namespace {
@@ -222,63 +223,17 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, i
 
 // ---- MoE --------------------------------------------------------------------------------------
 
-constexpr int kRouteMaxPerLane = 16;  // n_expert <= 512
-constexpr int kRouteMaxK = 32;
-
-// One warp per token.
+// One warp per token (route.cuh).
 __global__ void moe_route_kernel(const float* __restrict__ logits, int n_tokens, int n_expert, int k,
                                  int32_t* __restrict__ ids, float* __restrict__ weights) {
   pdl_begin();
   __shared__ int sel_id[4][kRouteMaxK];
   __shared__ float sel_l[4][kRouteMaxK];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   const int t = blockIdx.x * 4 + warp;
   if (t >= n_tokens) return;
-  const float* l = logits + static_cast<int64_t>(t) * n_expert;
-  float v[kRouteMaxPerLane];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kRouteMaxPerLane; ++i) {
-    const int e = lane + 32 * i;
-    v[i] = e < n_expert ? l[e] : -INFINITY;
-    mx = fmaxf(mx, v[i]);
-  }
-  mx = warp_max(mx);
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRouteMaxPerLane; ++i)
-    if (lane + 32 * i < n_expert) sum += expf(v[i] - mx);
-  sum = warp_sum(sum);
-  const float inv_sum = 1.0f / sum;
-  unsigned taken = 0;
-  for (int j = 0; j < k; ++j) {
-    // Best remaining expert: largest logit, lowest id on ties.
-    float bv = -INFINITY;
-    int bi = INT32_MAX;
-#pragma unroll
-    for (int i = 0; i < kRouteMaxPerLane; ++i) {
-      const int e = lane + 32 * i;
-      if (e < n_expert && !((taken >> i) & 1u) && (bi == INT32_MAX || v[i] > bv)) { bv = v[i]; bi = e; }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi) || (bi == INT32_MAX && oi != INT32_MAX)) { bv = ov; bi = oi; }
-    }
-    if (lane == 0) { sel_id[warp][j] = bi; sel_l[warp][j] = bv; }
-#pragma unroll
-    for (int i = 0; i < kRouteMaxPerLane; ++i)
-      if (lane + 32 * i == bi) taken |= 1u << i;
-  }
-  __syncwarp();
-  float w = 0.0f;
-  if (lane < k) w = expf(sel_l[warp][lane] - mx) * inv_sum;
-  const float wsum = warp_sum(w);
-  if (lane < k) {
-    ids[static_cast<int64_t>(t) * k + lane] = sel_id[warp][lane];
-    weights[static_cast<int64_t>(t) * k + lane] = w / wsum;
-  }
+  route_token_warp(logits + static_cast<int64_t>(t) * n_expert, n_expert, k, ids + static_cast<int64_t>(t) * k,
+                   weights + static_cast<int64_t>(t) * k, sel_id[warp], sel_l[warp]);
 }
 
 // Single block: counts per expert, offsets, active list, GEMM tile list, then a

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -214,6 +215,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   bytes += static_cast<size_t>(L.act_rows) * L.widest * 2;             // f16
   bytes += (2 * T + 2 + 3 * T * K + 2 * (hp.n_expert + 1) + L.max_tiles + 4) * 4;  // ints
   bytes += argmax_workspace_bytes(L.logits_rows) + 256;                              // argmax partials
+  bytes += 256;                                                                      // routing counter
   if (L.hybrid)  // cache and staging ids, slot and staging maps, routing counts, pending / seq / error
     bytes += (2 * T * K + K + 3 * static_cast<size_t>(hp.n_layer) * hp.n_expert + 3) * 4 + 9 * 256;
   L.scratch_bytes = align_up(bytes, 256);
@@ -360,6 +362,11 @@ struct CudaDecoder::Impl {
   uint16_t* act_f16 = nullptr;
   int32_t *d_tokens = nullptr, *d_pos0 = nullptr, *d_argmax = nullptr;
   uint64_t* argmax_work = nullptr;  // argmax_rows' partials (zero between launches)
+  uint32_t* route_counter = nullptr;  // moe_norm_route's finished blocks (zero between launches)
+  // One-token steps use the fused launches (the attention norm inside the q/k/v
+  // product, norm + router + top-k in one); GUILD_CUDA_FUSED=0 turns them
+  // off, for measuring one against the other.
+  bool fused = true;
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
 
@@ -630,10 +637,26 @@ struct CudaDecoder::Impl {
     return true;
   }
 
+  // One token whose q, k and v share a quantized type and row size: the
+  // attention norm is computed inside the product's blocks (one launch).
+  bool fused_qkv(const Layer& ly, int n) const {
+    return fused && n == 1 && act_format_gemv(ly.wq.type) == ActFormat::Q8_1 &&
+           ly.wk.type == ly.wq.type && ly.wv.type == ly.wq.type && ly.wk.row_stride == ly.wq.row_stride &&
+           ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in &&
+           gemv_normed_supported(ly.wq);
+  }
+
   bool attention_block(const Layer& ly, int n) {
-    Src xs{};
-    if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
-    if (!qkv_projections(ly, xs)) return false;
+    if (fused_qkv(ly, n)) {
+      const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
+      float* const ys[3] = {q, k, v};
+      const cudaError_t e = gemv_multi_normed(ws, 3, x, ly.attn_norm, hp.rms_eps, ys, stream);
+      if (e != cudaSuccess) return fail("gemv_multi_normed (q, k, v)", e);
+    } else {
+      Src xs{};
+      if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
+      if (!qkv_projections(ly, xs)) return false;
+    }
     QkvPost p;
     p.q = q; p.q_stride = L.q_dim;
     p.k = k; p.k_stride = L.kv_dim;
@@ -678,10 +701,21 @@ struct CudaDecoder::Impl {
   bool moe_block(const Layer& ly, int layer, int n) {
     const int kk = hp.n_expert_used;
     Src xs{};
-    if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
-    if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
-    cudaError_t e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
-    if (e != cudaSuccess) return fail("moe_route", e);
+    cudaError_t e;
+    if (fused && n == 1 && moe_norm_route_supported(ly.router, kk)) {
+      // Norm, router and top-k in one launch; the normed row in both formats
+      // the expert passes (and the CPU's export) may read.
+      const bool q8 = format_for(ly.gate_exps, 1) == ActFormat::Q8_1 || format_for(ly.up_exps, 1) == ActFormat::Q8_1;
+      e = moe_norm_route(x, ly.ffn_norm, hp.rms_eps, ly.router, kk, xn, q8 ? &act_q8 : nullptr, router_logits,
+                         groups.ids, groups.weights, route_counter, stream);
+      if (e != cudaSuccess) return fail("moe_norm_route", e);
+      xs = Src{xn, 1, hp.n_embd, q8, false};
+    } else {
+      if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
+      if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
+      e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
+      if (e != cudaSuccess) return fail("moe_route", e);
+    }
     if (!L.hybrid) {
       if (n == 1) return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work());
       e = moe_group(groups, n, kk, hp.n_expert, stream);
@@ -1536,6 +1570,8 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.d_pos0 = a.take<int32_t>(1);
   I.d_argmax = a.take<int32_t>(T);
   I.argmax_work = a.take<uint64_t>(argmax_workspace_bytes(L.logits_rows) / sizeof(uint64_t));
+  I.route_counter = a.take<uint32_t>(1);
+  if (const char* env = std::getenv("GUILD_CUDA_FUSED"); env && std::string(env) == "0") I.fused = false;
   if (hp.n_expert > 0) {
     I.groups.ids = a.take<int32_t>(T * K);
     I.groups.weights = a.take<float>(T * K);

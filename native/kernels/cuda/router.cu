@@ -1,0 +1,152 @@
+// One token's MoE routing in one launch (decode): the FFN norm, the router
+// product and the softmax top-k, which took three launches (rms_norm, gemv,
+// moe_route) with a grid-wide wait between each.
+//
+// Each block normalises the token's row itself (into shared memory), writes
+// its share of the normed row (f32 and Q8_1) for the expert kernels, computes
+// kRouterWarps router rows (one warp per row, weights prefetched into L2
+// before the wait for the previous kernel), and the last block to finish
+// (a counter in device memory, left zero for the next launch) routes.
+#include "gemv_impl.cuh"
+#include "route.cuh"
+
+namespace guild::cuda {
+namespace {
+
+constexpr int kRouterWarps = 4;
+constexpr int kRouterMaxIn = 11264;  // floats of the normed row in shared memory (44 KB of the 48)
+
+struct NormRouteParams {
+  const float* x;
+  const float* norm_w;
+  float eps;
+  int n;
+  const uint8_t* w;
+  size_t row_stride;
+  int n_expert, k;
+  float* xn;
+  int8_t* qs;
+  half2* ds;
+  float* logits;
+  int32_t* ids;
+  float* weights;
+  uint32_t* counter;
+};
+
+template <uint32_t T>
+__global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const NormRouteParams p) {
+  using F = gemv_detail::FloatRow<T>;
+  constexpr int EB = (T == kF32) ? 4 : 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kRouterWarps + warp;
+  const uint8_t* wr = p.w + static_cast<size_t>(row) * p.row_stride;
+  if (row < p.n_expert)  // the router never changes while a step runs
+    for (int off = 128 * lane; off < p.n * EB; off += 32 * 128) prefetch_l2(wr + off);
+  pdl_begin();
+
+  extern __shared__ __align__(16) float xs[];
+  __shared__ float red[kRouterWarps];
+  __shared__ int sel_id[kRouteMaxK];
+  __shared__ float sel_l[kRouteMaxK];
+  __shared__ bool last;
+  // rms_norm's values: x * (1 / sqrt(mean(x^2) + eps)), then * w, each rounded.
+  float ss = 0.0f;
+  for (int i = 4 * threadIdx.x; i < p.n; i += 4 * kRouterWarps * 32) {
+    const float4 v = *reinterpret_cast<const float4*>(p.x + i);
+    *reinterpret_cast<float4*>(xs + i) = v;
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  ss = warp_sum(ss);
+  if (lane == 0) red[warp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRouterWarps; ++i) total += red[i];
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(p.n) + p.eps);
+  for (int i = threadIdx.x; i < p.n; i += kRouterWarps * 32) {
+    float v = __fmul_rn(xs[i], scale);
+    if (p.norm_w) v = __fmul_rn(v, p.norm_w[i]);
+    xs[i] = v;
+  }
+  __syncthreads();
+
+  // This block's share of the normed row for the expert kernels.
+  const int stride = gridDim.x * kRouterWarps * 32;
+  if (p.xn)
+    for (int i = blockIdx.x * kRouterWarps * 32 + threadIdx.x; i < p.n; i += stride) p.xn[i] = xs[i];
+  if (p.qs)
+    for (int r = blockIdx.x * kRouterWarps + warp; r < p.n / 32; r += gridDim.x * kRouterWarps)
+      q8_1_warp(xs[32 * r + lane], p.qs + 32 * r + lane, p.ds + r);
+
+  if (row < p.n_expert) {
+    float acc = 0.0f;
+    const int n_vec = p.n / F::V;
+    for (int i = lane; i < n_vec; i += 32) {
+      float wv[F::V];
+      F::load(wr + static_cast<size_t>(i) * 16, wv);
+#pragma unroll
+      for (int q = 0; q < F::V; ++q) acc += wv[q] * xs[i * F::V + q];
+    }
+    for (int e = n_vec * F::V + lane; e < p.n; e += 32) acc += F::one(wr + static_cast<size_t>(e) * EB) * xs[e];
+    acc = warp_sum(acc);
+    if (lane == 0) p.logits[row] = acc;
+  }
+
+  // The last block routes (threadfence reduction: every block's logits are
+  // visible before its count).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(p.counter, 1u) + 1 == gridDim.x;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (warp == 0) route_token_warp(p.logits, p.n_expert, p.k, p.ids, p.weights, sel_id, sel_l);
+  if (threadIdx.x == 0) *p.counter = 0;
+}
+
+}  // namespace
+
+bool moe_norm_route_supported(const DevMatrix& router, int k) {
+  const bool float_type = router.type == kF32 || router.type == kF16 || router.type == kBF16;
+  return float_type && router.data && router.n_in > 0 && router.n_in % 4 == 0 && router.n_in <= kRouterMaxIn &&
+         router.n_out >= 1 && router.n_out <= 32 * kRouteMaxPerLane && k >= 1 && k <= kRouteMaxK &&
+         k <= router.n_out && router.row_stride % 16 == 0 && reinterpret_cast<uintptr_t>(router.data) % 16 == 0 &&
+         router.row_stride >= static_cast<size_t>(router.n_in) * (router.type == kF32 ? 4 : 2);
+}
+
+cudaError_t moe_norm_route(const float* x, const float* norm_w, float eps, const DevMatrix& router, int k, float* xn,
+                           const Q8Act* xn_q8, float* logits, int32_t* ids, float* weights, uint32_t* counter,
+                           cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !logits || !ids || !weights || !counter, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(reinterpret_cast<uintptr_t>(x) % 16 != 0, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(!moe_norm_route_supported(router, k), cudaErrorNotSupported);
+  const int n = static_cast<int>(router.n_in);
+  GUILD_CUDA_RETURN_IF(xn_q8 && (n % 32 != 0 || !xn_q8->qs || !xn_q8->ds), cudaErrorInvalidValue);
+  NormRouteParams p{};
+  p.x = x;
+  p.norm_w = norm_w;
+  p.eps = eps;
+  p.n = n;
+  p.w = static_cast<const uint8_t*>(router.data);
+  p.row_stride = router.row_stride;
+  p.n_expert = static_cast<int>(router.n_out);
+  p.k = k;
+  p.xn = xn;
+  p.qs = xn_q8 ? xn_q8->qs : nullptr;
+  p.ds = xn_q8 ? reinterpret_cast<half2*>(xn_q8->ds) : nullptr;
+  p.logits = logits;
+  p.ids = ids;
+  p.weights = weights;
+  p.counter = counter;
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.n_expert, kRouterWarps)));
+  const dim3 block(kRouterWarps * 32);
+  const size_t smem = static_cast<size_t>(n) * 4;
+  switch (router.type) {
+    case kF32: launch_pdl(moe_norm_route_kernel<kF32>, grid, block, smem, s, p); break;
+    case kF16: launch_pdl(moe_norm_route_kernel<kF16>, grid, block, smem, s, p); break;
+    default: launch_pdl(moe_norm_route_kernel<kBF16>, grid, block, smem, s, p); break;
+  }
+  return launch_status();
+}
+
+}  // namespace guild::cuda
