@@ -1,6 +1,8 @@
 // Matrix-vector products for decode (public entry points). The kernels are in
 // gemv_impl.cuh, instantiated per type group in gemv_kquants.cu,
 // gemv_legacy.cu and gemv_float.cu (parallel compilation).
+#include <cstdlib>
+
 #include "gemv_impl.cuh"
 
 namespace guild::cuda {
@@ -136,6 +138,11 @@ cudaError_t gemv_multi_normed(const DevMatrix* ws, int n_w, const float* x, cons
   p.norm_w = norm_w;
   p.norm_eps = eps;
   p.norm_smem = norm_smem_bytes(p.n_in);
+  static const int rows_env = [] {
+    const char* e = std::getenv("GUILD_GEMV_NORMED_ROWS");  // measuring knob (1, 2, 4)
+    return e ? std::atoi(e) : 4;
+  }();
+  p.norm_rows = rows_env;
   p.n_seg = n_w;
   for (int i = 0; i < n_w; ++i) {
     p.seg_w[i] = static_cast<const uint8_t*>(ws[i].data);

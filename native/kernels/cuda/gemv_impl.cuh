@@ -54,6 +54,7 @@ struct GemvParams {
   const float* norm_w;
   float norm_eps;
   int norm_smem;
+  int norm_rows;  // rows per warp with a normed input (1, 2 or 4)
 };
 
 // Shared memory of the normed input of n_in elements: quants, (d, d*sum)
@@ -551,7 +552,9 @@ cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
   // for several matrices in one launch (segments in whole blocks).
   // A normed input is quantized by every block: four rows per warp keep
   // that work (and its reads of x) to a quarter.
-  if (p.norm_x) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
+  if (p.norm_x && p.norm_rows == 4) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
+  else if (p.norm_x && p.norm_rows == 2) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
+  else if (p.norm_x) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
   else if (p.n_seg > 1) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
   else if (NC == 1 && (p.n_out >= 32768 || units_row < 16)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
   else if (NC == 1 && (p.n_out >= 8192 || units_row < 32)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
