@@ -31,10 +31,15 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast
 
 // ---- decode ----------------------------------------------------------------------------------
 
-// Heads per block: the largest divisor of the group size that is <= 8.
-int heads_per_block(int group) {
+// Heads per block: the largest divisor of the group size (<= 8) that still
+// gives kDecodeMinBlocks blocks; below that, one head per block. A block's
+// heads share its reads of the K/V chunk, but at short contexts (few chunks)
+// a step is latency-bound and more, smaller blocks finish sooner (the other
+// heads of a group then read the chunk from L2).
+constexpr int kDecodeMinBlocks = 128;
+int heads_per_block(int group, int blocks_per_head_set) {
   for (int h = 8; h >= 1; --h)
-    if (group % h == 0) return h;
+    if (group % h == 0 && blocks_per_head_set * (group / h) >= kDecodeMinBlocks) return h;
   return 1;
 }
 
@@ -186,8 +191,8 @@ __global__ void attn_combine_kernel(const AttnArgs a, const int32_t* __restrict_
 template <int D>
 cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* q8, cudaStream_t s) {
   const int group = a.n_head / a.n_head_kv;
-  const int hpb = heads_per_block(group);
   const int n_chunks = (a.n_ctx + kChunk - 1) / kChunk;
+  const int hpb = heads_per_block(group, a.n_head_kv * n_chunks);
   float* part_o = work;
   float* part_ml = work + static_cast<size_t>(n_chunks) * a.n_head * D;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);

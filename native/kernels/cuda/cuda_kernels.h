@@ -117,14 +117,6 @@ cudaError_t gemv_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& 
 // input in one launch (y_i = act · W_iᵀ, e.g. the q, k and v projections).
 cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_cols, float* const* ys,
                        const int64_t* y_strides, cudaStream_t s);
-// gemv_multi of one token whose input is y = rmsnorm(x) * norm_w (n_in floats,
-// 16-byte aligned; norm_w may be null), quantized to Q8_1 by every block in
-// shared memory (no rms_norm launch before it; the values rms_norm would
-// give). Quantized types whose n_in passes gemv_normed_supported.
-cudaError_t gemv_multi_normed(const DevMatrix* ws, int n_w, const float* x, const float* norm_w, float eps,
-                              float* const* ys, cudaStream_t s);
-inline constexpr int kGemvNormMaxSmem = 24 * 1024;
-bool gemv_normed_supported(const DevMatrix& w);
 // The same for n_tokens of any count with tensor cores (fp16 in, fp32
 // accumulate; F32 weights: fp32 SIMT). Reads act in act_format_gemm(w.type).
 cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y, int64_t y_stride, bool accumulate,

@@ -1,8 +1,6 @@
 // Matrix-vector products for decode (public entry points). The kernels are in
 // gemv_impl.cuh, instantiated per type group in gemv_kquants.cu,
 // gemv_legacy.cu and gemv_float.cu (parallel compilation).
-#include <cstdlib>
-
 #include "gemv_impl.cuh"
 
 namespace guild::cuda {
@@ -119,43 +117,6 @@ cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_c
     p.seg_n_out[i] = static_cast<int>(ws[i].n_out);
   }
   return launch_any<false, false>(ws[0].type, p, n_cols, 1, s);
-}
-
-cudaError_t gemv_multi_normed(const DevMatrix* ws, int n_w, const float* x, const float* norm_w, float eps,
-                              float* const* ys, cudaStream_t s) {
-  GUILD_CUDA_RETURN_IF(!ws || !ys || !x || n_w < 1 || n_w > kGemvMaxSegments, cudaErrorInvalidValue);
-  GUILD_CUDA_RETURN_IF(reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(norm_w) % 16 != 0,
-                       cudaErrorInvalidValue);
-  for (int i = 0; i < n_w; ++i) {
-    GUILD_CUDA_RETURN_IF(!matrix_ok(ws[i]) || !ys[i] || ws[i].expert_stride != 0, cudaErrorInvalidValue);
-    GUILD_CUDA_RETURN_IF(ws[i].type != ws[0].type || ws[i].n_in != ws[0].n_in || ws[i].row_stride != ws[0].row_stride,
-                         cudaErrorInvalidValue);
-  }
-  GUILD_CUDA_RETURN_IF(is_float_type(ws[0].type) || !gemv_normed_supported(ws[0]), cudaErrorNotSupported);
-  GemvParams p = base_params(ws[0], ys[0], ws[0].n_out);
-  p.n_cols = 1;
-  p.norm_x = x;
-  p.norm_w = norm_w;
-  p.norm_eps = eps;
-  p.norm_smem = norm_smem_bytes(p.n_in);
-  static const int rows_env = [] {
-    const char* e = std::getenv("GUILD_GEMV_NORMED_ROWS");  // measuring knob (1, 2, 4)
-    return e ? std::atoi(e) : 4;
-  }();
-  p.norm_rows = rows_env;
-  p.n_seg = n_w;
-  for (int i = 0; i < n_w; ++i) {
-    p.seg_w[i] = static_cast<const uint8_t*>(ws[i].data);
-    p.seg_y[i] = ys[i];
-    p.seg_y_stride[i] = ws[i].n_out;
-    p.seg_n_out[i] = static_cast<int>(ws[i].n_out);
-  }
-  return launch_any<false, false>(ws[0].type, p, 1, 1, s);
-}
-
-bool gemv_normed_supported(const DevMatrix& w) {
-  return !is_float_type(w.type) && matrix_type_supported(w.type) && w.n_in % 32 == 0 &&
-         norm_smem_bytes(static_cast<int>(w.n_in)) <= kGemvNormMaxSmem;
 }
 
 static cudaError_t moe_gemv_direct_impl(const DevMatrix& w, const DevMatrix* up, const ActView& act,

@@ -47,20 +47,7 @@ struct GemvParams {
   int64_t seg_y_stride[kGemvMaxSegments];
   int seg_n_out[kGemvMaxSegments];
   int seg_first_block[kGemvMaxSegments + 1];
-  // quantized dense kernel, one column: the input is rmsnorm(norm_x) * norm_w,
-  // quantized to Q8_1 by every block into norm_smem bytes of shared memory
-  // (after the stage area) instead of read from aq/ads
-  const float* norm_x;
-  const float* norm_w;
-  float norm_eps;
-  int norm_smem;
-  int norm_rows;  // rows per warp with a normed input (1, 2 or 4)
 };
-
-// Shared memory of the normed input of n_in elements: quants, (d, d*sum)
-// pairs, then the block's partial sums (all dynamic: a static array would
-// push the largest stage past the 48 KB launch limit).
-inline int norm_smem_bytes(int n_in) { return (n_in + 15) / 16 * 16 + (n_in / 32) * 4 + kWarps * 4; }
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
@@ -110,67 +97,6 @@ __device__ __forceinline__ bool next_cols(const GemvParams& p, int expert_idx, i
   return true;
 }
 
-// Q8_1 of one row y = rmsnorm(x) * w (n elements, a multiple of 32) into
-// shared memory, computed by the whole block: the sum of squares reduced over
-// the block, then one thread per 32-run (no shuffles; the same quants and
-// scales as q8_1_warp would give for the same values). Values as rms_norm
-// computes them: x * (1 / sqrt(mean + eps)), then * w, each rounded.
-__device__ __forceinline__ void norm_q8_block(const float* x, const float* w, float eps, int n, int8_t* qs,
-                                              half2* ds) {
-  float* red = reinterpret_cast<float*>(ds + n / 32);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float ss = 0.0f;
-  for (int i = 4 * tid; i < n; i += 4 * kWarps * 32) {
-    const float4 v = *reinterpret_cast<const float4*>(x + i);
-    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-  }
-  ss = warp_sum(ss);
-  if (lane == 0) red[warp] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kWarps; ++i) total += red[i];
-  const float scale = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
-  for (int r = tid; r < n / 32; r += kWarps * 32) {
-    float v[32];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float4 xv = *reinterpret_cast<const float4*>(x + 32 * r + 4 * j);
-      float4 wv = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-      if (w) wv = *reinterpret_cast<const float4*>(w + 32 * r + 4 * j);
-      const float xs[4] = {xv.x, xv.y, xv.z, xv.w}, ws[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float y = __fmul_rn(xs[i], scale);
-        if (w) y = __fmul_rn(y, ws[i]);
-        v[4 * j + i] = y;
-        amax = fmaxf(amax, fabsf(y));
-      }
-    }
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    uint32_t packed[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int q = __float2int_rn(v[4 * j + i] * id);
-        sum += q;
-        word |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * i);
-      }
-      packed[j] = word;
-    }
-    uint4* dst = reinterpret_cast<uint4*>(qs + 32 * r);
-    dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-    ds[r] = __floats2half2_rn(d, d * static_cast<float>(sum));
-  }
-  __syncthreads();
-}
-
 // A warp's rows (and the GLU partner's) into its stage with coalesced 16-byte
 // cp.async: every byte of the rows read once, whole sectors.
 __device__ __forceinline__ void stage_rows(uint8_t* buf, int half, const uint8_t* g, const uint8_t* g2, int n16,
@@ -218,14 +144,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p)
   }
   pdl_begin();
   if (MOE && !p.direct && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
-  // The block's own Q8_1 copy of the normed input (all warps take part).
-  int8_t* norm_q = nullptr;
-  half2* norm_ds = nullptr;
-  if (!MOE && p.norm_x) {
-    norm_q = reinterpret_cast<int8_t*>(gemv_stage + static_cast<size_t>(kWarps) * p.stage);
-    norm_ds = reinterpret_cast<half2*>(norm_q + (p.n_in + 15) / 16 * 16);
-    norm_q8_block(p.norm_x, p.norm_w, p.norm_eps, p.n_in, norm_q, norm_ds);
-  }
   if (row0 >= n_out) return;
 
   const uint8_t* src = nullptr;     // where the unit loads read (global or stage)
@@ -262,7 +180,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(const GemvParams p)
       aq[j] = p.aq + static_cast<int64_t>(c.act_row[j]) * p.aq_stride;
       ads[j] = p.ads + static_cast<int64_t>(c.act_row[j]) * p.ads_stride;
     }
-    if (norm_q) { aq[0] = norm_q; ads[0] = norm_ds; }
 
     // Lane i walks units i, i+32, ... of the warp's rows (flattened), with the
     // next unit's weight bytes loaded before the current one is used
@@ -527,8 +444,7 @@ constexpr int kStageMaxBytes = 12288;  // per warp (48 KB per block, the default
 template <uint32_t T, int NC, int R, bool MOE, bool GLU>
 void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
   const size_t per_warp = static_cast<size_t>(R) * p.row_stride * (GLU ? 2 : 1);
-  const bool fits = per_warp <= kStageMaxBytes && per_warp * kWarps + p.norm_smem <= kWarps * kStageMaxBytes;
-  p.stage = fits ? static_cast<int>(per_warp) : 0;
+  p.stage = per_warp <= kStageMaxBytes ? static_cast<int>(per_warp) : 0;
   int blocks = ceil_div(p.n_out, kWarps * R);
   if (p.n_seg > 1) {
     blocks = 0;
@@ -539,8 +455,7 @@ void launch_q_r(GemvParams p, unsigned grid_y, cudaStream_t s) {
     p.seg_first_block[p.n_seg] = blocks;
   }
   dim3 grid(blocks, grid_y);
-  launch_pdl(gemv_q_kernel<T, NC, R, MOE, GLU>, dim3(grid), dim3(kWarps * 32),
-             static_cast<size_t>(p.stage) * kWarps + p.norm_smem, s, p);
+  launch_pdl(gemv_q_kernel<T, NC, R, MOE, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(p.stage) * kWarps, s, p);
 }
 
 template <uint32_t T, int NC, bool MOE, bool GLU>
@@ -550,12 +465,7 @@ cudaError_t launch_q(const GemvParams& p, unsigned grid_y, cudaStream_t s) {
   // Several rows per warp for tall matrices (enough warps remain) and for
   // short rows (fewer than 32 units would leave lanes idle); one row per warp
   // for several matrices in one launch (segments in whole blocks).
-  // A normed input is quantized by every block: four rows per warp keep
-  // that work (and its reads of x) to a quarter.
-  if (p.norm_x && p.norm_rows == 4) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
-  else if (p.norm_x && p.norm_rows == 2) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
-  else if (p.norm_x) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
-  else if (p.n_seg > 1) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
+  if (p.n_seg > 1) launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);
   else if (NC == 1 && (p.n_out >= 32768 || units_row < 16)) launch_q_r<T, NC, 4, MOE, GLU>(p, grid_y, s);
   else if (NC == 1 && (p.n_out >= 8192 || units_row < 32)) launch_q_r<T, NC, 2, MOE, GLU>(p, grid_y, s);
   else launch_q_r<T, NC, 1, MOE, GLU>(p, grid_y, s);

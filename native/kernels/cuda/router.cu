@@ -6,7 +6,8 @@
 // its share of the normed row (f32 and Q8_1) for the expert kernels, computes
 // kRouterWarps router rows (one warp per row, weights prefetched into L2
 // before the wait for the previous kernel), and the last block to finish
-// (a counter in device memory, left zero for the next launch) routes.
+// (a counter in device memory, left zero for the next launch) routes, all
+// its threads ranking the experts at once.
 #include "gemv_impl.cuh"
 #include "route.cuh"
 
@@ -33,6 +34,61 @@ struct NormRouteParams {
   uint32_t* counter;
 };
 
+// Softmax top-k of one token by a whole block, by ranks rather than k rounds
+// of warp-wide maxima (k dependent shuffle chains): an expert's rank is the
+// number of experts with a larger logit, or an equal one and a lower id (NaN
+// counts as -inf), so ranks are a permutation and ranks < k are the choices
+// in moe_route's order. sl: n_expert floats of shared memory.
+__device__ __forceinline__ void route_token_block(const float* logits, int n_expert, int k, int32_t* ids,
+                                                  float* weights, float* sl, float* red) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  __shared__ int sel_id[kRouteMaxK];
+  __shared__ float sel_w[kRouteMaxK];
+  float mx = -INFINITY;
+  for (int e = tid; e < n_expert; e += kRouterWarps * 32) {
+    const float v = __ldcg(logits + e);
+    sl[e] = v != v ? -INFINITY : v;
+    mx = fmaxf(mx, sl[e]);
+  }
+  mx = warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+#pragma unroll
+  for (int i = 1; i < kRouterWarps; ++i) mx = fmaxf(mx, red[i]);
+  __syncthreads();
+  float sum = 0.0f;
+  for (int e = tid; e < n_expert; e += kRouterWarps * 32) sum += expf(sl[e] - mx);
+  sum = warp_sum(sum);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRouterWarps; ++i) sum += red[i];
+  const float inv_sum = 1.0f / sum;
+  for (int e = tid; e < n_expert; e += kRouterWarps * 32) {
+    const float v = sl[e];
+    int rank = 0;
+    for (int j = 0; j < n_expert; ++j) {
+      const float u = sl[j];
+      rank += (u > v) | ((u == v) & (j < e));
+    }
+    if (rank < k) {
+      sel_id[rank] = e;
+      sel_w[rank] = expf(v - mx) * inv_sum;
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const float w = lane < k ? sel_w[lane] : 0.0f;
+    const float wsum = warp_sum(w);
+    if (lane < k) {
+      ids[lane] = sel_id[lane];
+      weights[lane] = w / wsum;
+    }
+  }
+}
+
 template <uint32_t T>
 __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const NormRouteParams p) {
   using F = gemv_detail::FloatRow<T>;
@@ -46,8 +102,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const
 
   extern __shared__ __align__(16) float xs[];
   __shared__ float red[kRouterWarps];
-  __shared__ int sel_id[kRouteMaxK];
-  __shared__ float sel_l[kRouteMaxK];
+  __shared__ float route_logits[32 * kRouteMaxPerLane];
   __shared__ bool last;
   // rms_norm's values: x * (1 / sqrt(mean(x^2) + eps)), then * w, each rounded.
   float ss = 0.0f;
@@ -100,7 +155,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (warp == 0) route_token_warp(p.logits, p.n_expert, p.k, p.ids, p.weights, sel_id, sel_l);
+  route_token_block(p.logits, p.n_expert, p.k, p.ids, p.weights, route_logits, red);
   if (threadIdx.x == 0) *p.counter = 0;
 }
 

@@ -363,10 +363,9 @@ struct CudaDecoder::Impl {
   int32_t *d_tokens = nullptr, *d_pos0 = nullptr, *d_argmax = nullptr;
   uint64_t* argmax_work = nullptr;  // argmax_rows' partials (zero between launches)
   uint32_t* route_counter = nullptr;  // moe_norm_route's finished blocks (zero between launches)
-  // One-token steps use the fused launches (the attention norm inside the q/k/v
-  // product, norm + router + top-k in one); GUILD_CUDA_FUSED=0 turns them
-  // off, =qkv / =route keeps only that one, for measuring one against the other.
-  bool fused_qkv_on = true, fused_route_on = true;
+  // One-token steps route with one launch (norm + router + top-k:
+  // moe_norm_route); GUILD_CUDA_FUSED=0 uses the three, for measuring.
+  bool fused_route = true;
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
 
@@ -637,26 +636,10 @@ struct CudaDecoder::Impl {
     return true;
   }
 
-  // One token whose q, k and v share a quantized type and row size: the
-  // attention norm is computed inside the product's blocks (one launch).
-  bool fused_qkv(const Layer& ly, int n) const {
-    return fused_qkv_on && n == 1 && act_format_gemv(ly.wq.type) == ActFormat::Q8_1 &&
-           ly.wk.type == ly.wq.type && ly.wv.type == ly.wq.type && ly.wk.row_stride == ly.wq.row_stride &&
-           ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in &&
-           gemv_normed_supported(ly.wq);
-  }
-
   bool attention_block(const Layer& ly, int n) {
-    if (fused_qkv(ly, n)) {
-      const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
-      float* const ys[3] = {q, k, v};
-      const cudaError_t e = gemv_multi_normed(ws, 3, x, ly.attn_norm, hp.rms_eps, ys, stream);
-      if (e != cudaSuccess) return fail("gemv_multi_normed (q, k, v)", e);
-    } else {
-      Src xs{};
-      if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
-      if (!qkv_projections(ly, xs)) return false;
-    }
+    Src xs{};
+    if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
+    if (!qkv_projections(ly, xs)) return false;
     QkvPost p;
     p.q = q; p.q_stride = L.q_dim;
     p.k = k; p.k_stride = L.kv_dim;
@@ -702,7 +685,7 @@ struct CudaDecoder::Impl {
     const int kk = hp.n_expert_used;
     Src xs{};
     cudaError_t e;
-    if (fused_route_on && n == 1 && moe_norm_route_supported(ly.router, kk)) {
+    if (fused_route && n == 1 && moe_norm_route_supported(ly.router, kk)) {
       // Norm, router and top-k in one launch; the normed row in both formats
       // the expert passes (and the CPU's export) may read.
       const bool q8 = format_for(ly.gate_exps, 1) == ActFormat::Q8_1 || format_for(ly.up_exps, 1) == ActFormat::Q8_1;
@@ -1571,11 +1554,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.d_argmax = a.take<int32_t>(T);
   I.argmax_work = a.take<uint64_t>(argmax_workspace_bytes(L.logits_rows) / sizeof(uint64_t));
   I.route_counter = a.take<uint32_t>(1);
-  if (const char* env = std::getenv("GUILD_CUDA_FUSED")) {
-    const std::string v(env);
-    I.fused_qkv_on = v != "0" && v != "route";
-    I.fused_route_on = v != "0" && v != "qkv";
-  }
+  if (const char* env = std::getenv("GUILD_CUDA_FUSED"); env && std::string(env) == "0") I.fused_route = false;
   if (hp.n_expert > 0) {
     I.groups.ids = a.take<int32_t>(T * K);
     I.groups.weights = a.take<float>(T * K);
