@@ -56,6 +56,10 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x
   pdl_begin();
   __shared__ float red[32];
   const int row = blockIdx.x;
+  // gridDim.y > 1 (one row, no add): every block sums the whole row and
+  // writes its share of the outputs (blockIdx.y's runs / elements), so one
+  // token's norm is not one block's serial work.
+  const int split = blockIdx.y, n_split = gridDim.y;
   float* xr = x + static_cast<int64_t>(row) * n;
   const float* ar = add ? add + static_cast<int64_t>(row) * n : nullptr;
   float ss = 0.0f;
@@ -69,7 +73,7 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x
   float* yr = y ? y + static_cast<int64_t>(row) * n : nullptr;
   __half* yhr = yh ? yh + static_cast<int64_t>(row) * yh_stride : nullptr;
   if (!yq) {
-    for (int i = threadIdx.x; i < n; i += THREADS) {
+    for (int i = split * THREADS + threadIdx.x; i < n; i += n_split * THREADS) {
       float v = __fmul_rn(xr[i], scale);
       if (w) v = __fmul_rn(v, w[i]);
       if (yr) yr[i] = v;
@@ -79,7 +83,7 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x
   }
   // With Q8_1 output, warps take whole 32-runs (n is a multiple of 32).
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int b = warp; b < n / 32; b += THREADS / 32) {
+  for (int b = split * (THREADS / 32) + warp; b < n / 32; b += n_split * (THREADS / 32)) {
     const int i = 32 * b + lane;
     float v = __fmul_rn(xr[i], scale);
     if (w) v = __fmul_rn(v, w[i]);
@@ -499,12 +503,19 @@ cudaError_t rms_norm(float* x, const float* add, const float* w, float eps, int 
   int8_t* yq = y_q8 ? y_q8->qs : nullptr;
   half2* yds = y_q8 ? reinterpret_cast<half2*>(y_q8->ds) : nullptr;
   const int64_t qs_stride = y_q8 ? y_q8->qs_stride : 0, ds_stride = y_q8 ? y_q8->ds_stride : 0;
-  if (n >= 1024)
+  // One row without an add (decode): 128-thread blocks, each writing one
+  // 32-run per warp; otherwise one block per row.
+  if (rows == 1 && !add && n >= 1024) {
+    const unsigned splits = static_cast<unsigned>(ceil_div(n, 128));
+    launch_pdl(rms_norm_kernel<128>, dim3(1, splits), dim3(128), 0, s, x, add, w, eps, n, y_f32, yq, qs_stride, yds,
+               ds_stride, reinterpret_cast<__half*>(y_f16), y_f16_stride);
+  } else if (n >= 1024) {
     launch_pdl(rms_norm_kernel<512>, dim3(rows), dim3(512), 0, s, x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
                                                reinterpret_cast<__half*>(y_f16), y_f16_stride);
-  else
+  } else {
     launch_pdl(rms_norm_kernel<128>, dim3(rows), dim3(128), 0, s, x, add, w, eps, n, y_f32, yq, qs_stride, yds, ds_stride,
                                                reinterpret_cast<__half*>(y_f16), y_f16_stride);
+  }
   return launch_status();
 }
 
