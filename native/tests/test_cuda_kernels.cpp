@@ -817,6 +817,63 @@ TEST(qkv_post_matches_cpu) {
   CHECK_MSG(rel_err(vf, vd) <= 2e-3, "qkv_post v cache: %.3g", rel_err(vf, vd));
 }
 
+// Decode attention with qkv_post folded in, against qkv_post + attention_decode:
+// the same output bits and the same K/V cache rows; the raw q is left as it is.
+// Chunk edges (position 127, 128), short and long contexts (one head or a
+// group's heads per block), norms on and off, neox and adjacent rope pairs.
+TEST(attention_decode_post_matches_qkv_post_then_attention) {
+  need_gpu();
+  struct Case { int D, n_ctx, pos; bool norms, neox; };
+  for (const Case& c : {Case{128, 300, 0, true, true}, Case{128, 300, 127, true, true}, Case{128, 300, 128, false, true},
+                        Case{64, 300, 299, true, false}, Case{128, 8192, 8000, true, true},
+                        Case{64, 8192, 130, false, false}}) {
+    const int n_head = 8, n_kv = 2, D = c.D;
+    gc::RopeConfig rc;
+    rc.n_rot = D;
+    rc.neox = c.neox;
+    rc.freq_base = 1e6f;
+    std::vector<float> q = randn(static_cast<size_t>(n_head) * D), k = randn(static_cast<size_t>(n_kv) * D),
+                       v = randn(static_cast<size_t>(n_kv) * D), qn = randn(D, 0.2f), kn = randn(D, 0.2f);
+    for (float& a : qn) a += 1.0f;
+    for (float& a : kn) a += 1.0f;
+    std::vector<uint16_t> cache(static_cast<size_t>(c.n_ctx) * n_kv * D);
+    for (uint16_t& h : cache) h = f32_to_fp16(normal());
+    Dev<float> qa(q), qb(q), dk(k), dv(v), dqn(qn), dkn(kn), cs(D), out_a(q.size()), out_b(q.size());
+    Dev<uint16_t> kca(cache), vca(cache), kcb(cache), vcb(cache);
+    Dev<int32_t> dpos(std::vector<int32_t>{c.pos});
+    Dev<float> work_a(gc::attention_decode_workspace_floats(n_head, D, c.n_ctx)), work_b(work_a.n);
+    Dev<int8_t> qs_a(n_head * D), qs_b(n_head * D);
+    Dev<uint32_t> ds_a(n_head * D / 32), ds_b(n_head * D / 32);
+    gc::Q8Act q8a{qs_a.p, ds_a.p, n_head * D, n_head * D / 32}, q8b{qs_b.p, ds_b.p, n_head * D, n_head * D / 32};
+    CUDA_OK(gc::rope_table(rc, dpos.p, 1, cs.p, nullptr));
+    auto post_for = [&](float* qp, uint16_t* kc, uint16_t* vc) {
+      gc::QkvPost p;
+      p.q = qp; p.q_stride = n_head * D; p.k = dk.p; p.k_stride = n_kv * D; p.v = dv.p; p.v_stride = n_kv * D;
+      p.q_norm = c.norms ? dqn.p : nullptr; p.k_norm = c.norms ? dkn.p : nullptr; p.eps = 1e-6f;
+      p.n_head = n_head; p.n_head_kv = n_kv; p.head_dim = D; p.k_cache = kc; p.v_cache = vc;
+      return p;
+    };
+    auto args_for = [&](float* qp, uint16_t* kc, uint16_t* vc, float* o) {
+      gc::AttnArgs a;
+      a.q = qp; a.q_stride = n_head * D; a.k_cache = kc; a.v_cache = vc; a.n_head = n_head; a.n_head_kv = n_kv;
+      a.head_dim = D; a.n_ctx = c.n_ctx; a.scale = 1.0f / std::sqrt(static_cast<float>(D)); a.out = o;
+      a.out_stride = n_head * D;
+      return a;
+    };
+    CUDA_OK(gc::qkv_post(post_for(qa.p, kca.p, vca.p), rc, cs.p, dpos.p, 1, nullptr));
+    CUDA_OK(gc::attention_decode(args_for(qa.p, kca.p, vca.p, out_a.p), dpos.p, work_a.p, &q8a, nullptr));
+    CUDA_OK(gc::attention_decode_post(args_for(qb.p, kcb.p, vcb.p, out_b.p), post_for(qb.p, kcb.p, vcb.p), rc, cs.p,
+                                      dpos.p, work_b.p, &q8b, nullptr));
+    CHECK_MSG(out_a.down() == out_b.down(), "attention_decode_post D %d n_ctx %d pos %d: output differs", D, c.n_ctx,
+              c.pos);
+    CHECK_MSG(qs_a.down() == qs_b.down() && ds_a.down() == ds_b.down(), "attention_decode_post D %d pos %d: Q8_1 differs",
+              D, c.pos);
+    CHECK_MSG(kca.down() == kcb.down() && vca.down() == vcb.down(), "attention_decode_post D %d pos %d: cache differs", D,
+              c.pos);
+    CHECK_MSG(qb.down() == q, "attention_decode_post changed the raw q");
+  }
+}
+
 // Attention against ops/attention.cpp over the same fp16 cache.
 TEST(attention_matches_cpu) {
   need_gpu();

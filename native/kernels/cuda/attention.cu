@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "rope.cuh"
 
 namespace guild::cuda {
 
@@ -43,10 +44,27 @@ int heads_per_block(int group, int blocks_per_head_set) {
   return 1;
 }
 
+// qkv_post folded into decode attention (one token): a.q holds the raw q
+// projection; each block norms and rotates its own heads' q, and the blocks
+// of the chunk holding the current position store its K and V first.
+struct DecodePostDev {
+  bool on;
+  const float* k;
+  const float* v;
+  const float* q_norm;
+  const float* k_norm;
+  float eps;
+  __half* k_cache;
+  __half* v_cache;
+  const float* cs;  // the position's cos/sin pairs
+  RopeDev rope;
+};
+
 template <int D, int GM>
 __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnArgs a, const int32_t* __restrict__ pos0,
                                                                      int hpb, float* __restrict__ part_o,
-                                                                     float* __restrict__ part_ml) {
+                                                                     float* __restrict__ part_ml,
+                                                                     const DecodePostDev post) {
   pdl_begin();
   constexpr int DC = D / 8;                     // 16-byte chunks per row
   constexpr int NPG = kDecodeThreads / DC;      // position groups in P·V
@@ -64,9 +82,36 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int kv_dim = a.n_head_kv * D;
   const int tid = threadIdx.x;
 
-  for (int i = tid; i < GM * D; i += kDecodeThreads) {
-    const int g = i / D, d = i % D;
-    q_s[g][d] = g < hpb ? a.q[static_cast<int64_t>(h0 + g) * D + d] * a.scale : 0.0f;
+  if (!post.on) {
+    for (int i = tid; i < GM * D; i += kDecodeThreads) {
+      const int g = i / D, d = i % D;
+      q_s[g][d] = g < hpb ? a.q[static_cast<int64_t>(h0 + g) * D + d] * a.scale : 0.0f;
+    }
+  } else {
+    // qkv_post's values (head_post_warp), then the scale as above.
+    const int warp = tid >> 5, lane = tid & 31;
+    for (int g = warp; g < GM; g += kDecodeThreads / 32) {
+      if (g < hpb) {
+        head_post_warp(a.q + static_cast<int64_t>(h0 + g) * D, post.q_norm, post.eps, D, post.rope, post.cs, q_s[g],
+                       lane);
+        for (int d = lane; d < D; d += 32) q_s[g][d] = q_s[g][d] * a.scale;
+      } else {
+        for (int d = lane; d < D; d += 32) q_s[g][d] = 0.0f;
+      }
+    }
+    // The current position's K and V, stored by every block that reads them
+    // (the same bits from each), before the loops below read the cache.
+    const int pos = n_kv - 1;
+    if (pos < c1) {
+      const int64_t row = static_cast<int64_t>(pos) * kv_dim + kvh * D;
+      if (warp == 0) {
+        float* kbuf = &red[0][0][0];
+        head_post_warp(post.k + kvh * D, post.k_norm, post.eps, D, post.rope, post.cs, kbuf, lane);
+        for (int d = lane; d < D; d += 32) post.k_cache[row + d] = __float2half_rn(kbuf[d]);
+      } else if (warp == 1) {
+        for (int d = lane; d < D; d += 32) post.v_cache[row + d] = __float2half_rn(post.v[kvh * D + d]);
+      }
+    }
   }
   __syncthreads();
 
@@ -80,7 +125,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
       const uint4* krow = reinterpret_cast<const uint4*>(a.k_cache + static_cast<int64_t>(p) * kv_dim + kvh * D);
 #pragma unroll 4
       for (int c = 0; c < DC; ++c) {
-        const uint4 kv = __ldg(krow + c);
+        const uint4 kv = krow[c];  // not __ldg: this kernel may have just stored the row
         const float2 k0 = __half22float2(*reinterpret_cast<const __half2*>(&kv.x));
         const float2 k1 = __half22float2(*reinterpret_cast<const __half2*>(&kv.y));
         const float2 k2 = __half22float2(*reinterpret_cast<const __half2*>(&kv.z));
@@ -128,7 +173,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
     for (int p = c0 + pg; pg < NPG && p < c1; p += NPG) {
-      const uint4 vv = __ldg(reinterpret_cast<const uint4*>(a.v_cache + static_cast<int64_t>(p) * kv_dim + kvh * D) + dc);
+      const uint4 vv = reinterpret_cast<const uint4*>(a.v_cache + static_cast<int64_t>(p) * kv_dim + kvh * D)[dc];
       const float2 v0 = __half22float2(*reinterpret_cast<const __half2*>(&vv.x));
       const float2 v1 = __half22float2(*reinterpret_cast<const __half2*>(&vv.y));
       const float2 v2 = __half22float2(*reinterpret_cast<const __half2*>(&vv.z));
@@ -189,17 +234,22 @@ __global__ void attn_combine_kernel(const AttnArgs a, const int32_t* __restrict_
 }
 
 template <int D>
-cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* q8, cudaStream_t s) {
+cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* q8,
+                            const DecodePostDev& post, cudaStream_t s) {
   const int group = a.n_head / a.n_head_kv;
   const int n_chunks = (a.n_ctx + kChunk - 1) / kChunk;
   const int hpb = heads_per_block(group, a.n_head_kv * n_chunks);
   float* part_o = work;
   float* part_ml = work + static_cast<size_t>(n_chunks) * a.n_head * D;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);
-  if (hpb == 1) launch_pdl(attn_decode_kernel<D, 1>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
-  else if (hpb == 2) launch_pdl(attn_decode_kernel<D, 2>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
-  else if (hpb <= 4) launch_pdl(attn_decode_kernel<D, 4>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
-  else launch_pdl(attn_decode_kernel<D, 8>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml);
+  if (hpb == 1) launch_pdl(attn_decode_kernel<D, 1>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
+                          post);
+  else if (hpb == 2) launch_pdl(attn_decode_kernel<D, 2>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
+                          post);
+  else if (hpb <= 4) launch_pdl(attn_decode_kernel<D, 4>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
+                          post);
+  else launch_pdl(attn_decode_kernel<D, 8>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
+                          post);
   cudaError_t err = launch_status();
   if (err != cudaSuccess) return err;
   const int threads = ((D + 31) / 32) * 32;
@@ -431,20 +481,48 @@ bool attention_head_dim_supported(int head_dim, bool prefill) {
   return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256;
 }
 
-cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8, cudaStream_t s) {
+static cudaError_t attention_decode_impl(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
+                                         const DecodePostDev& post, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!attn_args_ok(a) || !pos0 || !work, cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(!attention_head_dim_supported(a.head_dim, false), cudaErrorNotSupported);
   GUILD_CUDA_RETURN_IF(out_q8 && (a.head_dim % 32 != 0 || !out_q8->qs || !out_q8->ds), cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF((a.n_ctx + kChunk - 1) / kChunk > 65535, cudaErrorInvalidValue);
   switch (a.head_dim) {
-    case 32: return launch_decode_d<32>(a, pos0, work, out_q8, s);
-    case 64: return launch_decode_d<64>(a, pos0, work, out_q8, s);
-    case 80: return launch_decode_d<80>(a, pos0, work, out_q8, s);
-    case 96: return launch_decode_d<96>(a, pos0, work, out_q8, s);
-    case 128: return launch_decode_d<128>(a, pos0, work, out_q8, s);
-    case 256: return launch_decode_d<256>(a, pos0, work, out_q8, s);
+    case 32: return launch_decode_d<32>(a, pos0, work, out_q8, post, s);
+    case 64: return launch_decode_d<64>(a, pos0, work, out_q8, post, s);
+    case 80: return launch_decode_d<80>(a, pos0, work, out_q8, post, s);
+    case 96: return launch_decode_d<96>(a, pos0, work, out_q8, post, s);
+    case 128: return launch_decode_d<128>(a, pos0, work, out_q8, post, s);
+    case 256: return launch_decode_d<256>(a, pos0, work, out_q8, post, s);
     default: return cudaErrorNotSupported;
   }
+}
+
+cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8, cudaStream_t s) {
+  return attention_decode_impl(a, pos0, work, out_q8, DecodePostDev{}, s);
+}
+
+cudaError_t attention_decode_post(const AttnArgs& a, const QkvPost& p, const RopeConfig& r, const float* cs,
+                                  const int32_t* pos0, float* work, const Q8Act* out_q8, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!p.k || !p.v || !p.k_cache || !p.v_cache || p.q != a.q, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(p.k_cache != a.k_cache || p.v_cache != a.v_cache || p.n_head != a.n_head ||
+                           p.n_head_kv != a.n_head_kv || p.head_dim != a.head_dim,
+                       cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(a.head_dim > kMaxHeadDim || r.n_rot < 0 || r.n_rot > a.head_dim || r.n_rot % 2 != 0 ||
+                           (r.n_rot > 0 && !cs),
+                       cudaErrorInvalidValue);
+  DecodePostDev d{};
+  d.on = true;
+  d.k = p.k;
+  d.v = p.v;
+  d.q_norm = p.q_norm;
+  d.k_norm = p.k_norm;
+  d.eps = p.eps;
+  d.k_cache = reinterpret_cast<__half*>(p.k_cache);
+  d.v_cache = reinterpret_cast<__half*>(p.v_cache);
+  d.cs = cs;
+  d.rope = rope_dev(r);
+  return attention_decode_impl(a, pos0, work, out_q8, d, s);
 }
 
 cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_tokens, cudaStream_t s) {

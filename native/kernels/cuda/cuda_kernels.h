@@ -213,6 +213,13 @@ struct AttnArgs {
 // the output is also quantized to Q8_1 (head_dim a multiple of 32).
 cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
                              cudaStream_t s);
+// The same with qkv_post folded in (one token at *pos0, no qkv_post launch):
+// a.q holds the raw q projection (p.q == a.q; left as it is), p.k / p.v the
+// raw k and v; the kernel norms and rotates q and k as qkv_post does (the
+// same values) and stores the position's K and V into the cache (p's cache
+// pointers equal a's). cs: the position's rope row (rope_table).
+cudaError_t attention_decode_post(const AttnArgs& a, const QkvPost& p, const RopeConfig& r, const float* cs,
+                                  const int32_t* pos0, float* work, const Q8Act* out_q8, cudaStream_t s);
 // n_tokens query tokens at positions *pos0 + i, causal: flash attention with
 // tensor cores (fp16 Q/K/V, fp32 softmax and accumulation), 64 queries per block.
 cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_tokens, cudaStream_t s);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common.cuh"
+#include "rope.cuh"
 #include "route.cuh"
 
 namespace guild::cuda {
@@ -95,17 +96,6 @@ __global__ void __launch_bounds__(THREADS) rms_norm_kernel(float* __restrict__ x
 
 // ---- RoPE -------------------------------------------------------------------------------
 
-struct RopeDev {
-  int n_rot;
-  bool neox;
-  float theta_scale, freq_scale, ext_factor, attn_factor, corr_low, corr_high, mscale_ext;
-};
-
-__device__ __forceinline__ float yarn_ramp_dev(float low, float high, int i0) {
-  const float y = (static_cast<float>(i0 / 2) - low) / fmaxf(0.001f, high - low);
-  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
-}
-
 // cs[t][2p], cs[t][2p+1] = cos, sin of the angle of pair p at position pos0 + t.
 __global__ void rope_table_kernel(RopeDev r, const int32_t* __restrict__ pos0, int n_tokens, float* __restrict__ cs) {
   pdl_begin();
@@ -131,20 +121,6 @@ __global__ void rope_table_kernel(RopeDev r, const int32_t* __restrict__ pos0, i
   }
 }
 
-// Rotates the head held in smem `v` (head_dim floats) by one warp.
-__device__ __forceinline__ void rope_head_warp(const RopeDev& r, const float* cs, float* v, int lane) {
-  const int half = r.n_rot / 2;
-  for (int p = lane; p < half; p += 32) {
-    const int a = r.neox ? p : 2 * p;
-    const int b = r.neox ? p + half : 2 * p + 1;
-    const float c = cs[2 * p], s = cs[2 * p + 1];
-    const float x0 = v[a], x1 = v[b];
-    v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-  }
-}
-
-constexpr int kMaxHeadDim = 256;
 
 __global__ void rope_apply_kernel(RopeDev r, const float* __restrict__ cs, float* __restrict__ x, int n_heads,
                                   int head_dim, int64_t stride) {
@@ -184,22 +160,8 @@ __global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ 
   const int h = is_q ? hh : hh - p.n_head;
   const float* src = is_q ? p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * D
                           : p.k + static_cast<int64_t>(t) * p.k_stride + static_cast<int64_t>(h) * D;
-  const float* nw = is_q ? p.q_norm : p.k_norm;
   float* v = buf[warp];
-  float ss = 0.0f;
-  for (int i = lane; i < D; i += 32) {
-    const float x = src[i];
-    v[i] = x;
-    ss += x * x;
-  }
-  if (nw) {
-    const float mean = warp_sum(ss) / static_cast<float>(D);
-    const float scale = 1.0f / sqrtf(mean + p.eps);
-    for (int i = lane; i < D; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], scale), nw[i]);
-  }
-  __syncwarp();
-  if (r.n_rot > 0) rope_head_warp(r, cs + static_cast<int64_t>(t) * r.n_rot, v, lane);
-  __syncwarp();
+  head_post_warp(src, is_q ? p.q_norm : p.k_norm, p.eps, D, r, cs + static_cast<int64_t>(t) * r.n_rot, v, lane);
   if (is_q) {
     float* dst = p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * D;
     for (int i = lane; i < D; i += 32) dst[i] = v[i];
@@ -452,6 +414,8 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __r
   }
 }
 
+}  // namespace
+
 RopeDev rope_dev(const RopeConfig& r) {
   RopeDev d{};
   d.n_rot = r.n_rot;
@@ -471,8 +435,6 @@ RopeDev rope_dev(const RopeConfig& r) {
   }
   return d;
 }
-
-}  // namespace
 
 // ---- launchers ---------------------------------------------------------------------------------
 

@@ -363,9 +363,11 @@ struct CudaDecoder::Impl {
   int32_t *d_tokens = nullptr, *d_pos0 = nullptr, *d_argmax = nullptr;
   uint64_t* argmax_work = nullptr;  // argmax_rows' partials (zero between launches)
   uint32_t* route_counter = nullptr;  // moe_norm_route's finished blocks (zero between launches)
-  // One-token steps route with one launch (norm + router + top-k:
-  // moe_norm_route); GUILD_CUDA_FUSED=0 uses the three, for measuring.
-  bool fused_route = true;
+  // One-token steps use the fused launches: norm + router + top-k in one
+  // (moe_norm_route), q/k norm + rope + K/V store inside decode attention
+  // (attention_decode_post); GUILD_CUDA_FUSED=0 launches them one by one,
+  // for measuring.
+  bool fused = true;
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
 
@@ -652,8 +654,11 @@ struct CudaDecoder::Impl {
     p.head_dim = hp.head_dim_k;
     p.k_cache = ly.k_cache;
     p.v_cache = ly.v_cache;
-    cudaError_t e = qkv_post(p, rope, rope_cs, d_pos0, n, stream);
-    if (e != cudaSuccess) return fail("qkv_post", e);
+    // One token: attention applies qkv_post itself (one launch fewer).
+    const bool post_in_attention = fused && n == 1;
+    cudaError_t e = cudaSuccess;
+    if (!post_in_attention && (e = qkv_post(p, rope, rope_cs, d_pos0, n, stream)) != cudaSuccess)
+      return fail("qkv_post", e);
 
     AttnArgs a;
     a.q = q; a.q_stride = L.q_dim;
@@ -668,7 +673,10 @@ struct CudaDecoder::Impl {
     Src as{attn, n, L.q_dim};
     if (n == 1) {
       const bool q8 = format_for(ly.wo, 1) == ActFormat::Q8_1 && hp.head_dim_k % 32 == 0;
-      e = attention_decode(a, d_pos0, attn_work, q8 ? &act_q8 : nullptr, stream);
+      e = post_in_attention
+              ? attention_decode_post(a, p, rope, rope.n_rot > 0 ? rope_cs : nullptr, d_pos0, attn_work,
+                                      q8 ? &act_q8 : nullptr, stream)
+              : attention_decode(a, d_pos0, attn_work, q8 ? &act_q8 : nullptr, stream);
       if (e != cudaSuccess) return fail("attention_decode", e);
       as.q8 = q8;
     } else {
@@ -685,7 +693,7 @@ struct CudaDecoder::Impl {
     const int kk = hp.n_expert_used;
     Src xs{};
     cudaError_t e;
-    if (fused_route && n == 1 && moe_norm_route_supported(ly.router, kk)) {
+    if (fused && n == 1 && moe_norm_route_supported(ly.router, kk)) {
       // Norm, router and top-k in one launch; the normed row in both formats
       // the expert passes (and the CPU's export) may read.
       const bool q8 = format_for(ly.gate_exps, 1) == ActFormat::Q8_1 || format_for(ly.up_exps, 1) == ActFormat::Q8_1;
@@ -1554,7 +1562,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.d_argmax = a.take<int32_t>(T);
   I.argmax_work = a.take<uint64_t>(argmax_workspace_bytes(L.logits_rows) / sizeof(uint64_t));
   I.route_counter = a.take<uint32_t>(1);
-  if (const char* env = std::getenv("GUILD_CUDA_FUSED"); env && std::string(env) == "0") I.fused_route = false;
+  if (const char* env = std::getenv("GUILD_CUDA_FUSED"); env && std::string(env) == "0") I.fused = false;
   if (hp.n_expert > 0) {
     I.groups.ids = a.take<int32_t>(T * K);
     I.groups.weights = a.take<float>(T * K);
