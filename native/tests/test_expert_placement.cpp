@@ -115,6 +115,32 @@ TEST(prefill_streams_only_when_copying_beats_the_cpu) {
   CHECK(prefill_stream_threshold(c, 512) == 0);
 }
 
+// The 16 GiB case of the H200 bench: 5784 of 6144 experts cached, a held-out
+// miss rate of 1.2 %, the prompt's 5.6 %. Planned: no lower than even routing.
+TEST(prefill_plans_for_at_least_the_even_routing_miss_rate) {
+  const double share = 5784.0 / 6144.0;
+  CHECK(std::fabs(prefill_miss_rate(0.012, share) - (1.0 - share)) < 1e-12);
+  CHECK(prefill_miss_rate(0.6, 0.415) == 0.6);  // a held-out rate above even routing stands
+  CHECK(prefill_miss_rate(0.0, 1.0) == 0.0);    // everything cached
+  CHECK(prefill_miss_rate(-1.0, 2.0) == 0.0);   // clamped
+  CHECK(prefill_miss_rate(0.2, 0.0) == 1.0);    // nothing cached
+  // With the planned rate a 512-token step streams its 7.5 uncached experts per
+  // layer; with the held-out rate alone it does not (illustrative costs: the
+  // CPU at 31 us for one token and 130 us for 32 through an expert, a copy 50 us).
+  StreamCosts c;
+  c.uncached_per_layer = 7.5;
+  c.k = 8;
+  c.cpu_us_1 = 31;
+  c.cpu_us_batch = 130;
+  c.t_ref = 32;
+  c.copy_us = 50;
+  c.miss_rate = 0.012;
+  CHECK(prefill_stream_threshold(c, 512) == 0);
+  c.miss_rate = prefill_miss_rate(0.012, share);
+  const int n = prefill_stream_threshold(c, 512);
+  CHECK(n > 0 && n < 512);
+}
+
 TEST(the_gpu_takes_a_share_of_the_cpu_choices_only_where_it_pays) {
   // The H200 figures: 8 choices, 35 us per expert on the CPU, 59 us for the GPU
   // reading one from host memory, 2.3 us per cached expert on the GPU.

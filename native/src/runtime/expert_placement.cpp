@@ -100,6 +100,11 @@ int prefill_stream_threshold(const StreamCosts& c, int max_tokens) {
   return 0;
 }
 
+double prefill_miss_rate(double held_out_miss, double cached_share) {
+  const double even = 1.0 - std::clamp(cached_share, 0.0, 1.0);
+  return std::clamp(std::max(held_out_miss, even), 0.0, 1.0);
+}
+
 void ExpertCachePolicy::init(int n_layer, int n_expert, double decay, double margin, int max_copies) {
   n_layer_ = n_layer;
   n_expert_ = n_expert;

@@ -529,7 +529,10 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     StreamCosts sc;
     sc.uncached_per_layer = moe_layers ? (static_cast<double>(moe_layers) * hp.n_expert - static_cast<double>(cached_experts())) / moe_layers : 0;
     sc.k = hp.n_expert_used;
-    sc.miss_rate = 1.0 - (held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate);
+    const double all_experts = static_cast<double>(moe_layers) * hp.n_expert;
+    sc.miss_rate = prefill_miss_rate(1.0 - (held_out_hit >= 0 ? held_out_hit : plan_.expected_hit_rate),
+                                     all_experts > 0 ? static_cast<double>(cached_experts()) / all_experts : 0.0);
+    detail->set("prefill_planned_miss_rate", sc.miss_rate);
     sc.cpu_us_1 = moe_layers ? cpu_total_us / moe_layers : 0;
     sc.cpu_us_batch = batch_us;
     sc.t_ref = t_ref;
