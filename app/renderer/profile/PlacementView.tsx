@@ -59,7 +59,9 @@ function CalibrationFigures({ s }: { s: PlacementSummary }) {
       <dl className="facts">
         {c.plan && <><dt>Plan</dt><dd>{c.plan}</dd></>}
         {c.reason && <><dt>Why</dt><dd>{c.reason}</dd></>}
-        {c.expectedHitRate !== null && <><dt>Expected hit rate</dt><dd>{formatRate(c.expectedHitRate)}</dd></>}
+        {c.expectedHitRate !== null && (
+          <><dt>Expected hit rate</dt><dd>{formatRate(c.expectedHitRate)}{c.heldOutHitRate !== null ? ` (held out: ${formatRate(c.heldOutHitRate)})` : ""}</dd></>
+        )}
         {c.cpuUsPerExpert !== null && <><dt>CPU per expert</dt><dd>{formatUs(c.cpuUsPerExpert)} (one token, mean of the MoE layers)</dd></>}
         {c.cpuUsPerExpertBatch !== null && (
           <><dt>CPU per expert, batch</dt><dd>{formatUs(c.cpuUsPerExpertBatch)}{c.cpuBatchTokens !== null ? ` (${c.cpuBatchTokens} tokens at once)` : ""}</dd></>
@@ -83,7 +85,7 @@ function CalibrationFigures({ s }: { s: PlacementSummary }) {
           </Fragment>
         ))}
         {c.prefillStreamMinTokens !== null && (
-          <><dt>Prefill streaming</dt><dd>{c.prefillStreamMinTokens > 0 ? `steps of ≥ ${c.prefillStreamMinTokens} tokens copy the experts to the GPU` : "never: the CPU computes its experts in every step"}</dd></>
+          <><dt>Prefill streaming</dt><dd>{c.prefillStreamMinTokens > 0 ? `steps of ≥ ${c.prefillStreamMinTokens} tokens copy the experts to the GPU` : "never: the CPU computes its experts in every step"}{c.prefillPlannedMissRate !== null ? ` · planned for a ${formatRate(c.prefillPlannedMissRate)} miss rate` : ""}</dd></>
         )}
         {c.tokens !== null && (
           <><dt>Calibration text</dt><dd>{c.tokens} tokens{c.prefillMs !== null ? ` in ${formatMs(c.prefillMs)}` : ""}{c.cacheReshaped ? " · caches reshaped" : ""}</dd></>

@@ -18,6 +18,7 @@ const hybrid: StartupProfileJson = {
     stage("calibration", {
       plan: "hybrid: hottest experts per byte on the GPU, the rest on the CPU pool", calibration_tokens: 412, calibration_prefill_ms: 80.5,
       cache_reshaped: true, expected_hit_rate: 0.94, cpu_us_per_expert_mean: 21.5, copy_us_per_expert: 310, prefill_stream_min_tokens: 37,
+      held_out_hit_rate: 0.91, prefill_planned_miss_rate: 0.09,
       cpu_us_per_expert_batch: 95.5, cpu_batch_tokens: 32, gpu_cache_bytes: 9437184, gpu_us_per_expert: 3.2,
       gpu_host_us_per_expert: 59.4, gpu_host_choices: 2,
       peers: [{
@@ -57,6 +58,7 @@ describe("summarizePlacement", () => {
       plan: "hybrid: hottest experts per byte on the GPU, the rest on the CPU pool", reason: null, tokens: 412, prefillMs: 80.5,
       cacheReshaped: true, expectedHitRate: 0.94, cpuUsPerExpert: 21.5, cpuUsPerExpertBatch: 95.5, cpuBatchTokens: 32,
       copyUsPerExpert: 310, gpuUsPerExpert: 3.2, gpuHostUsPerExpert: 59.4, gpuHostChoices: 2, prefillStreamMinTokens: 37,
+      heldOutHitRate: 0.91, prefillPlannedMissRate: 0.09,
       peers: [{
         device: "cuda:1", experts: 12, expectedHitRate: 0.4, roundTripUs: 59.7, activationCopiesUs: 14.5, computeUsPerExpert: 5.65,
         cpuUsSavedPerLayer: 68.8, paysOff: true,
@@ -76,7 +78,7 @@ describe("summarizePlacement", () => {
       placement: { layers: [{ gpu_experts: 0, cpu_experts: 8, dense: false }, { gpu_experts: 0, cpu_experts: 8, dense: false }] },
     });
     expect(s).toMatchObject({ device: "cpu", gpu: null, gpuNote: "this build has no CUDA backend", gpuExperts: 0, cpuExperts: 16, maxLayerExperts: 8, budget: null, cacheFill: null });
-    expect(s.calibration).toMatchObject({ plan: "all experts on the CPU", reason: "no GPU: nothing to place", expectedHitRate: null, cpuUsPerExpertBatch: null, prefillStreamMinTokens: null });
+    expect(s.calibration).toMatchObject({ plan: "all experts on the CPU", reason: "no GPU: nothing to place", expectedHitRate: null, cpuUsPerExpertBatch: null, prefillStreamMinTokens: null, heldOutHitRate: null, prefillPlannedMissRate: null });
   });
 
   it("keeps a GPU that was given up (auto fell back) as the CPU, with the error", () => {

@@ -65,6 +65,10 @@ export interface Calibration {
   gpuHostUsPerExpert: number | null;
   /** Per token and layer, how many of the CPU's choices the GPU takes (reading host memory). */
   gpuHostChoices: number | null;
+  /** The calibration plan's hit rate on the second half of the text (fit on the first). */
+  heldOutHitRate: number | null;
+  /** The miss rate the prefill rule plans for: held-out, at least even routing's. */
+  prefillPlannedMissRate: number | null;
   /** Prefill steps of at least this many tokens stream the experts to the GPU; 0 = never. */
   prefillStreamMinTokens: number | null;
   /** Peer GPUs (issue #10): what each caches and what a token's round trip through it costs. */
@@ -152,6 +156,7 @@ function readCalibration(d: Obj | null): Calibration | null {
     cpuUsPerExpertBatch: num(d["cpu_us_per_expert_batch"]), cpuBatchTokens: num(d["cpu_batch_tokens"]),
     copyUsPerExpert: num(d["copy_us_per_expert"]), gpuUsPerExpert: num(d["gpu_us_per_expert"]),
     gpuHostUsPerExpert: num(d["gpu_host_us_per_expert"]), gpuHostChoices: num(d["gpu_host_choices"]),
+    heldOutHitRate: num(d["held_out_hit_rate"]), prefillPlannedMissRate: num(d["prefill_planned_miss_rate"]),
     prefillStreamMinTokens: num(d["prefill_stream_min_tokens"]),
     peers: Array.isArray(d["peers"]) ? d["peers"].filter(isObj).map(readPeer) : [],
   };
