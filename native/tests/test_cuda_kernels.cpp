@@ -398,7 +398,8 @@ TEST(moe_norm_route_matches_separate_launches) {
   struct Case { TensorType t; int n, n_expert, k; };
   for (const Case& cs : {Case{TensorType::F32, 2048, 128, 8}, Case{TensorType::F32, 512, 60, 4},
                          Case{TensorType::F16, 4096, 8, 2}, Case{TensorType::BF16, 36, 8, 2},
-                         Case{TensorType::F32, 256, 3, 3}}) {
+                         Case{TensorType::F32, 256, 3, 3}, Case{TensorType::F32, 2048, 512, 32},
+                         Case{TensorType::F32, 11264, 16, 4}}) {
     const char* name = tensor_type_name(static_cast<uint32_t>(cs.t)).data();
     HostMatrix hr = random_matrix(cs.t, cs.n, cs.n_expert);
     DevMatrixBuf dr(hr);
@@ -444,6 +445,14 @@ TEST(moe_norm_route_matches_separate_launches) {
       }
       CHECK_MSG(ids_ok && w_ok, "moe_norm_route %s n %d rep %d: routing differs from its logits' (ids %d, weights %d)",
                 name, cs.n, rep, ids_ok, w_ok);
+      // And the three launches it replaces choose the same experts (random
+      // logits: no near-ties at the k-th place), with the same weights.
+      const std::vector<int32_t> ri = ids_ref.down();
+      const std::vector<float> rw = wts_ref.down();
+      bool same = true;
+      for (int j = 0; j < cs.k; ++j) same &= ri[j] == gi[j] && std::fabs(rw[j] - gw[j]) <= 1e-5f;
+      CHECK_MSG(same, "moe_norm_route %s n %d experts %d: routing differs from rms_norm + gemv + moe_route", name, cs.n,
+                cs.n_expert);
       CHECK_MSG(counter.down()[0] == 0, "moe_norm_route left its counter at %u", counter.down()[0]);
       if (q8) {  // Q8_1 of the same values
         const std::vector<int8_t> q = qs.down();
@@ -733,6 +742,11 @@ TEST(rms_norm_matches_cpu) {
         bad += !(std::fabs(fp16_to_f32(h[(i / n) * hs + i % n]) - y[i]) <= 1e-3f * std::fabs(y[i]) + 1e-6f);
       }
       CHECK_MSG(bad == 0, "rms_norm q8/f16 outputs: %d bad", bad);
+      if (rows == 1 && !with_add) {  // the split path with f32 output only
+        Dev<float> y1(static_cast<size_t>(n));
+        CUDA_OK(gc::rms_norm(dx.p, nullptr, dw.p, 1e-6f, 1, n, y1.p, nullptr, nullptr, 0, nullptr));
+        CHECK_MSG(rel_err(y1.down(), refd) <= 1e-6, "rms_norm f32 only n %d: %.3g", n, rel_err(y1.down(), refd));
+      }
     }
   }
 }
@@ -823,13 +837,17 @@ TEST(qkv_post_matches_cpu) {
 // group's heads per block), norms on and off, neox and adjacent rope pairs.
 TEST(attention_decode_post_matches_qkv_post_then_attention) {
   need_gpu();
-  struct Case { int D, n_ctx, pos; bool norms, neox; };
-  for (const Case& c : {Case{128, 300, 0, true, true}, Case{128, 300, 127, true, true}, Case{128, 300, 128, false, true},
-                        Case{64, 300, 299, true, false}, Case{128, 8192, 8000, true, true},
-                        Case{64, 8192, 130, false, false}}) {
-    const int n_head = 8, n_kv = 2, D = c.D;
+  // Groups of 4 (8 heads over 2 KV heads), 3 and 6 (a block's head capacity
+  // above the heads it takes), partial rotation (n_rot < D).
+  struct Case { int D, n_ctx, pos; bool norms, neox; int n_head, n_kv, n_rot; };
+  for (const Case& c : {Case{128, 300, 0, true, true, 8, 2, 128}, Case{128, 300, 127, true, true, 8, 2, 128},
+                        Case{128, 300, 128, false, true, 8, 2, 128}, Case{64, 300, 299, true, false, 8, 2, 64},
+                        Case{128, 8192, 8000, true, true, 8, 2, 128}, Case{64, 8192, 130, false, false, 8, 2, 64},
+                        Case{128, 8192, 4000, true, true, 12, 2, 64}, Case{64, 8192, 777, true, false, 6, 2, 32},
+                        Case{96, 300, 200, true, true, 6, 2, 96}, Case{128, 300, 5, true, true, 4, 4, 128}}) {
+    const int n_head = c.n_head, n_kv = c.n_kv, D = c.D;
     gc::RopeConfig rc;
-    rc.n_rot = D;
+    rc.n_rot = c.n_rot;
     rc.neox = c.neox;
     rc.freq_base = 1e6f;
     std::vector<float> q = randn(static_cast<size_t>(n_head) * D), k = randn(static_cast<size_t>(n_kv) * D),
@@ -838,7 +856,7 @@ TEST(attention_decode_post_matches_qkv_post_then_attention) {
     for (float& a : kn) a += 1.0f;
     std::vector<uint16_t> cache(static_cast<size_t>(c.n_ctx) * n_kv * D);
     for (uint16_t& h : cache) h = f32_to_fp16(normal());
-    Dev<float> qa(q), qb(q), dk(k), dv(v), dqn(qn), dkn(kn), cs(D), out_a(q.size()), out_b(q.size());
+    Dev<float> qa(q), qb(q), dk(k), dv(v), dqn(qn), dkn(kn), cs(c.n_rot), out_a(q.size()), out_b(q.size());
     Dev<uint16_t> kca(cache), vca(cache), kcb(cache), vcb(cache);
     Dev<int32_t> dpos(std::vector<int32_t>{c.pos});
     Dev<float> work_a(gc::attention_decode_workspace_floats(n_head, D, c.n_ctx)), work_b(work_a.n);

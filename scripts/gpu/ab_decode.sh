@@ -26,7 +26,7 @@ MODEL=/tmp/guild-qwen3-30b-a3b-synth.gguf
 for setting in "$@"; do
   envs=()
   [ "$setting" = "-" ] || read -r -a envs <<< "$setting"
-  env "${envs[@]}" "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 512 \
+  env ${envs[@]+"${envs[@]}"} "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 512 \
     --gen-tokens 128 --reps 2 --warmup 64 --threads 16 > "$OUT/ab.json" 2> "$OUT/ab.err"
   python3 -c "
 import json, sys

@@ -108,6 +108,12 @@ __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) { return *reinterpret
 // A hint to bring the 128-byte line at p into L2 (no fault, no result):
 // kernels issue it for weights before waiting for the previous kernel.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// Every 128-byte line of [p, p + bytes) by one warp (lines from the one p is in).
+__device__ __forceinline__ void prefetch_l2_range(const void* p, size_t bytes, int lane) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+  for (uintptr_t a = (begin & ~static_cast<uintptr_t>(127)) + 128 * static_cast<uintptr_t>(lane); a < end; a += 32 * 128)
+    prefetch_l2(reinterpret_cast<const void*>(a));
+}
 
 __device__ __forceinline__ void cp_async16_g2s(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),

@@ -208,7 +208,8 @@ struct AttnArgs {
   float* out = nullptr; int64_t out_stride = 0;       // [n_tokens][n_head*head_dim]
 };
 // One query token at position *pos0, causal over [0, *pos0]: split-K flash
-// decoding (chunks of 128 positions per block, all heads of a KV group per block)
+// decoding (chunks of 128 positions per block, up to 8 heads of a KV group per
+// block: fewer when that leaves under 128 blocks for n_ctx, the grid's extent)
 // and a combine pass; work: attention_decode_workspace_floats floats. If out_q8 is set,
 // the output is also quantized to Q8_1 (head_dim a multiple of 32).
 cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
@@ -232,7 +233,8 @@ cudaError_t moe_route(const float* logits, int n_tokens, int n_expert, int k, in
                       cudaStream_t s);
 // One token's routing in one launch (decode): y = rmsnorm(x) * norm_w (x: n_in
 // floats of the router, 16-byte aligned; norm_w may be null) into xn and
-// xn_q8 where set (the values rms_norm gives), logits = router · y, then
+// xn_q8 where set (rms_norm's formula; its sum of squares in another order, so
+// equal to an ulp), logits = router · y, then
 // moe_route's softmax top-k into ids/weights[0..k). Router weights F32, F16 or
 // BF16 (moe_norm_route_supported). counter: one zeroed uint32 of device
 // memory, left zero (one launch at a time may use it).

@@ -153,6 +153,7 @@ cudaError_t moe_gemv_combine(const DevMatrix& w, const ActView& act, const int32
   p.direct = ids;
   p.combine_w = weights;
   p.k = k;
+  p.n_expert = w.n_expert;
   return launch_any<true, false, true>(w.type, p, 1, 1, s);
 }
 

@@ -39,6 +39,7 @@ struct GemvParams {
   // combine kernels: x[r] += sum_j combine_w[j] * (W_direct[j] row r · act row j), j < k
   const float* combine_w;
   int k;
+  int n_expert;  // experts in the stack (bounds the combine's prefetch)
   // dense, several matrices of one type and row size in one launch (e.g.
   // q, k, v): blocks [seg_first_block[i], seg_first_block[i+1]) compute matrix i
   int n_seg;
@@ -278,11 +279,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + warp;
   // Dense weights never change while a step runs: into L2 before the wait.
-  if (!MOE && row < p.n_out) {
-    const uint8_t* wr = p.w + static_cast<size_t>(row) * p.row_stride;
-    for (size_t off = 128 * static_cast<size_t>(lane); off < static_cast<size_t>(p.n_in) * EB; off += 32 * 128)
-      prefetch_l2(wr + off);
-  }
+  if (!MOE && row < p.n_out)
+    prefetch_l2_range(p.w + static_cast<size_t>(row) * p.row_stride, static_cast<size_t>(p.n_in) * EB, lane);
   pdl_begin();
   if (MOE && !p.direct && blockIdx.y >= static_cast<unsigned>(p.counters[0])) return;
   if (row >= p.n_out) return;
@@ -361,13 +359,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvP
   // rows go into L2 while the previous kernel finishes. Only a hint: stale
   // ids (another caller's order) would cost bandwidth, never a wrong result.
   if (row < p.n_out) {
-    const int row_bytes = (p.n_in / U::QK) * U::BYTES;
-    const int lines = (row_bytes + 127) / 128;
-    for (int i = lane; i < p.k * lines; i += 32) {
-      const int e = __ldcg(p.direct + i / lines);
-      if (e >= 0)
-        prefetch_l2(p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride +
-                    128 * static_cast<size_t>(i % lines));
+    const size_t row_bytes = static_cast<size_t>(p.n_in / U::QK) * U::BYTES;
+    for (int j = 0; j < p.k; ++j) {
+      const int e = __ldcg(p.direct + j);
+      if (e >= 0 && e < p.n_expert)
+        prefetch_l2_range(p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride,
+                          row_bytes, lane);
     }
   }
   pdl_begin();

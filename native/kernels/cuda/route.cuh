@@ -1,5 +1,6 @@
-// Softmax top-k routing of one token by one warp (moe_route and the fused
-// moe_norm_route share it, so both choose exactly alike).
+// Softmax top-k routing of one token by one warp (moe_route). The fused
+// moe_norm_route ranks with a whole block instead (router.cu); both take the
+// largest logits, ties to the lower id, NaN as -inf.
 #pragma once
 #include "common.cuh"
 
@@ -21,6 +22,7 @@ __device__ __forceinline__ void route_token_warp(const float* l, int n_expert, i
   for (int i = 0; i < kRouteMaxPerLane; ++i) {
     const int e = lane + 32 * i;
     v[i] = e < n_expert ? __ldcg(l + e) : -INFINITY;
+    if (v[i] != v[i]) v[i] = -INFINITY;  // a NaN logit is never chosen over a number
     mx = fmaxf(mx, v[i]);
   }
   mx = warp_max(mx);

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const
   const int row = blockIdx.x * kRouterWarps + warp;
   const uint8_t* wr = p.w + static_cast<size_t>(row) * p.row_stride;
   if (row < p.n_expert)  // the router never changes while a step runs
-    for (int off = 128 * lane; off < p.n * EB; off += 32 * 128) prefetch_l2(wr + off);
+    prefetch_l2_range(wr, static_cast<size_t>(p.n) * EB, lane);
   pdl_begin();
 
   extern __shared__ __align__(16) float xs[];

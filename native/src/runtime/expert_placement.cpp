@@ -102,6 +102,7 @@ int prefill_stream_threshold(const StreamCosts& c, int max_tokens) {
 
 double prefill_miss_rate(double held_out_miss, double cached_share) {
   const double even = 1.0 - std::clamp(cached_share, 0.0, 1.0);
+  if (!(held_out_miss >= 0.0)) return even;  // unknown (or NaN): even routing
   return std::clamp(std::max(held_out_miss, even), 0.0, 1.0);
 }
 
