@@ -358,13 +358,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvP
   // ran in between), so it is final before this grid can start: the chosen
   // rows go into L2 while the previous kernel finishes. Only a hint: stale
   // ids (another caller's order) would cost bandwidth, never a wrong result.
-  if (row < p.n_out) {
+  if (row < p.n_out) {  // row is the same for the whole warp
     const size_t row_bytes = static_cast<size_t>(p.n_in / U::QK) * U::BYTES;
-    for (int j = 0; j < p.k; ++j) {
-      const int e = __ldcg(p.direct + j);
-      if (e >= 0 && e < p.n_expert)
-        prefetch_l2_range(p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride,
-                          row_bytes, lane);
+    for (int j0 = 0; j0 < p.k; j0 += 32) {
+      // One read of the ids (a lane each), then each choice's row line by line.
+      const int mine = j0 + lane < p.k ? __ldcg(p.direct + j0 + lane) : -1;
+      const int count = min(32, p.k - j0);
+      for (int j = 0; j < count; ++j) {
+        const int e = __shfl_sync(0xffffffffu, mine, j);
+        if (e >= 0 && e < p.n_expert)
+          prefetch_l2_range(p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride,
+                            row_bytes, lane);
+      }
     }
   }
   pdl_begin();
