@@ -1,6 +1,7 @@
 // guild-bench: Guild's side of the prefill/decode benchmark, without Node.
 // Prints one JSON object: prompt and decode tokens/s, time to first token,
-// peak RSS, as min/median/max over repetitions.
+// peak RSS, as min/median/max over repetitions, and this host's RAM read
+// bandwidth with the same threads.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,6 +49,39 @@ double peak_rss_bytes() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) * 1024.0;
+}
+
+// This host's RAM read bandwidth with the model's pool (GB/s, best of three
+// passes over 1 GiB, each thread summing its slice): decode with experts in
+// RAM is bound by it, and runs land on hosts that differ, so the figure goes
+// beside the tokens/s it explains.
+double ram_read_gbps(ThreadPool& pool) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  std::vector<uint64_t> buf(kBytes / sizeof(uint64_t));
+  const size_t n = buf.size();
+  pool.parallel_for(pool.size(), [&](int64_t t, int) {  // touch (first-touch pages by the reading threads)
+    const size_t a = n * t / pool.size(), b = n * (t + 1) / pool.size();
+    for (size_t i = a; i < b; ++i) buf[i] = i;
+  });
+  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()));
+  double best = 0.0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(pool.size(), [&](int64_t t, int) {
+      const size_t a = n * t / pool.size(), b = n * (t + 1) / pool.size();
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t i = a;
+      for (; i + 4 <= b; i += 4) { s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3]; }
+      for (; i < b; ++i) s0 += buf[i];
+      sums[static_cast<size_t>(t)] = s0 + s1 + s2 + s3;
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(kBytes) / s / 1e9);
+  }
+  uint64_t total = 0;
+  for (uint64_t v : sums) total += v;
+  if (total != (static_cast<uint64_t>(n) * (n - 1)) / 2) return -1.0;  // every word read once
+  return best;
 }
 
 }  // namespace
@@ -183,6 +217,7 @@ int main(int argc, char** argv) {
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));
   out.set("ttft_ms", stats(ttft));
   out.set("peak_rss_bytes", peak_rss_bytes());
+  out.set("host_ram_read_gbps", ram_read_gbps(model->pool()));
   json::Value gpu = json::Value::object();
   if (GpuExecution* g = model->gpu()) {
     const auto& mem = g->decoder().memory();

@@ -70,7 +70,7 @@ done
 python3 - "$OUT" $CONFIGS > "$OUT/hybrid-bench.txt" <<'PY'
 import json, sys, os
 out, asked = sys.argv[1], set(sys.argv[2:])
-print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/peer/cpu experts':>21} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8}")
+print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/peer/cpu experts':>21} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8} {'RAM GB/s':>8}")
 names = ["all-gpu", "all-gpu-nopdl", "all-gpu-unfused", "two-gpus-8g", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
          "budget-8g-nohold", "budget-8g-nohost", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "experts-cpu-nohost",
          "cpu-only"]
@@ -88,7 +88,7 @@ for name in names:
     ex = f"{g.get('gpu_experts', 0)}/{g.get('peer_experts', 0)}/{g.get('cpu_experts', '-')}"
     hit = g.get("cache_hit_rate", float("nan"))
     pr = g.get("prefill_probe", {})
-    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>21} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8}")
+    print(f"{name:<19} {med('prompt_tokens_per_s'):>12.1f} {med('decode_tokens_per_s'):>12.1f} {med('ttft_ms'):>9.1f} {vram:>9.2f} {d['peak_rss_bytes']/2**30:>8.2f} {ex:>21} {hit:>8.3f} {pr.get('prefill_ms', float('nan')):>9.1f} {pr.get('cpu_expert_busy_ms', float('nan')):>8.1f} {pr.get('streamed_layers', '-'):>8} {d.get('host_ram_read_gbps', float('nan')):>8.1f}")
 # Calibration's measured costs and decisions, per configuration (from the startup profiles).
 print()
 for name in names:
@@ -99,7 +99,7 @@ for name in names:
         continue
     cal = next((st.get("detail", {}) for st in prof.get("stages", []) if st.get("name") == "calibration"), {})
     keys = ["cpu_us_per_expert_mean", "gpu_us_per_expert", "gpu_host_us_per_expert", "gpu_host_choices",
-            "held_out_hit_rate", "prefill_stream_min_tokens"]
+            "held_out_hit_rate", "prefill_planned_miss_rate", "prefill_stream_min_tokens"]
     vals = " ".join(f"{k}={cal[k]:.4g}" if isinstance(cal.get(k), float) else f"{k}={cal[k]}" for k in keys if k in cal)
     print(f"{name:<19} calibration: {vals}")
     for pc in cal.get("peers", []):
