@@ -8,6 +8,10 @@
 # Writes OUT_DIR/ncu.csv (one row per kernel: name, grid, block, duration) and
 # OUT_DIR/kernels.txt (the last decode step's kernels, grouped by name, with
 # their share of the step).
+#
+# GUILD_PROFILE_PREFILL=1 profiles 512-token prompt passes instead: kernels.txt
+# then groups every kernel of the run by name, per prompt pass (a pass = one
+# attention_prefill launch per layer).
 set -u -o pipefail
 OUT=${1:?usage: profile_decode.sh OUT_DIR [LAYERS]}
 LAYERS=${2:-4}
@@ -26,14 +30,27 @@ MODEL=/tmp/guild-a3b-${LAYERS}l.gguf
   --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu on this machine"; exit 1; }
+PREFILL=${GUILD_PROFILE_PREFILL:-0}
+if [ "$PREFILL" = 1 ]; then STEP=(--prompt-tokens 512 --gen-tokens 1); else STEP=(--prompt-tokens 8 --gen-tokens 4); fi
 GUILD_CUDA_GRAPHS=0 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
-  "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 8 --gen-tokens 4 --reps 1 \
+  "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 "${STEP[@]}" --reps 1 \
   --warmup 0 --threads 8 > "$OUT/ncu.csv" 2> "$OUT/ncu.err" || { tail -20 "$OUT/ncu.err"; tail -5 "$OUT/ncu.csv"; }
-python3 - "$OUT/ncu.csv" "$LAYERS" > "$OUT/kernels.txt" <<'PY'
+python3 - "$OUT/ncu.csv" "$LAYERS" "$PREFILL" > "$OUT/kernels.txt" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 rows = [r for r in rows if r.get("Metric Name") == "gpu__time_duration.sum"]
 for r in rows: r["Metric Value"] = r["Metric Value"].replace(",", "")
+if sys.argv[3] == "1":
+    passes = max(1, sum("attn_prefill" in r["Kernel Name"] for r in rows) // int(sys.argv[2]))
+    tot = sum(float(r["Metric Value"]) for r in rows) / passes
+    print(f"{len(rows)} kernels profiled, {passes} prompt passes of 512 tokens; per pass {tot/1e3:.1f} us of kernel time ({sys.argv[2]} layers)")
+    agg = collections.OrderedDict()
+    for r in rows:
+        a = agg.setdefault(r["Kernel Name"].split("(")[0], [0, 0.0, r["Grid Size"], r["Block Size"]])
+        a[0] += 1; a[1] += float(r["Metric Value"])
+    for name, (n, t, g, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:<48} x{n/passes:<6.1f} {t/passes/1e3:9.1f} us {100*t/passes/tot:5.1f} %  avg {t/n/1e3:7.2f} us  grid {g} block {b}")
+    sys.exit(0)
 # The last decode step (GUILD_CUDA_GRAPHS=0: launched kernel by kernel): the kernels after the last-but-one argmax.
 ends = [-1] + [i for i, r in enumerate(rows) if "argmax" in r["Kernel Name"]]
 steps = [rows[a + 1: b + 1] for a, b in zip(ends, ends[1:])]
@@ -58,5 +75,5 @@ cat "$OUT/kernels.txt" | head -60
 "$BUILD/native/tools/guild-bench" --model "$MODEL" --gpu cuda:0 --prompt-tokens 512 --gen-tokens 128 --reps 3 \
   --warmup 16 --threads 8 > "$OUT/bench.json" 2> "$OUT/bench.err"
 python3 -c "
-import json,sys; d=json.load(open('$OUT/bench.json')); t=d['decode_tokens_per_s']['median']
-print(f'decode without the profiler: {t:.1f} tok/s = {1e6/t:.1f} us per token ($LAYERS layers)')"
+import json,sys; d=json.load(open('$OUT/bench.json')); t=d['decode_tokens_per_s']['median']; p=d['prompt_tokens_per_s']['median']
+print(f'without the profiler: decode {t:.1f} tok/s = {1e6/t:.1f} us per token, prompt {p:.1f} tok/s = {512e3/p:.1f} us per 512-token pass ($LAYERS layers)')"
