@@ -78,7 +78,7 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   const ModelHparams& hp = m->hparams();
   const int k = hp.n_expert_used, n = 3, d = hp.n_embd;
   CpuExpertRunner runner;
-  REQUIRE(runner.init(hp, m->weights(), m->kernels(), m->pool(), 8, -1));
+  REQUIRE(runner.init(hp, m->weights(), m->kernels(), m->pool(), 64, -1));
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -148,4 +148,31 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   for (size_t i = 0; i < batch.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(batch[i] - single[i])));
   std::printf("  batch vs single-token calls: max |d| %.3g\n", worst);
   CHECK(worst < 1e-4);
+
+  // A prompt-sized step (its weighted sums spread over the pool): against the
+  // reference, and each token as its own call gives the same bits.
+  {
+    const int nb = 64;
+    std::vector<float> xb(static_cast<size_t>(nb) * d);
+    for (float& v : xb) v = normal(rng);
+    std::vector<int32_t> ib(static_cast<size_t>(nb) * k);
+    std::vector<float> wb(ib.size());
+    for (int t = 0; t < nb; ++t)
+      for (int j = 0; j < k; ++j) {
+        ib[t * k + j] = (t * 7 + j * 3) % hp.n_expert;
+        wb[t * k + j] = 1.0f / (j + 2);
+      }
+    std::vector<float> big(static_cast<size_t>(nb) * d, NAN), one(static_cast<size_t>(nb) * d, NAN);
+    runner.run(0, nb, xb.data(), ib.data(), wb.data(), slot_of.data(), big.data());
+    const double rel = rel_error_vs_reference(m->weights().layers[0], nb, k, d, xb.data(), ib.data(), wb.data(),
+                                              slot_of.data(), big.data());
+    CHECK_MSG(rel < 2e-2, "%d tokens: relative error %.3g", nb, rel);
+    for (int t = 0; t < nb; ++t)
+      runner.run(0, 1, xb.data() + static_cast<size_t>(t) * d, ib.data() + t * k, wb.data() + t * k, slot_of.data(),
+                 one.data() + static_cast<size_t>(t) * d);
+    double w64 = 0;
+    for (size_t i = 0; i < big.size(); ++i) w64 = std::max(w64, static_cast<double>(std::fabs(big[i] - one[i])));
+    std::printf("  %d tokens in one call vs one by one: max |d| %.3g\n", nb, w64);
+    CHECK(w64 < 1e-4);
+  }
 }

@@ -90,21 +90,34 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
   moe_ffn(*pool_, *kernels_, L.gate_exps, L.up_exps, L.down_exps, r, x_rows_.data(), buf, y_.data(), d);
   experts_computed_ += static_cast<uint64_t>(cpu_slots);
 
-  // Weighted sum in choice order (as the CPU decoder sums them).
-  for (int t = 0; t < n; ++t) {
-    float* o = out + t * d;
-    bool any = false;
-    for (int j = 0; j < k; ++j) {
-      const int s = t * k + j;
-      if (ids[s] < 0 || slot_of[ids[s]] >= 0) continue;  // computed by the GPU
-      const float wj = weights[s];
-      const float* y = y_.data() + static_cast<int64_t>(s) * d;
-      if (!any) for (int64_t i = 0; i < d; ++i) o[i] = y[i] * wj;
-      else      for (int64_t i = 0; i < d; ++i) o[i] += y[i] * wj;
-      any = true;
+  // Weighted sum in choice order (as the CPU decoder sums them). Tokens are
+  // independent: a prompt step's are spread over the pool (serially, its
+  // sums and zero rows took ~0.2 ms per layer of a 512-token step).
+  auto sum_tokens = [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t) {
+      float* o = out + t * d;
+      bool any = false;
+      for (int j = 0; j < k; ++j) {
+        const int s = t * k + j;
+        if (ids[s] < 0 || slot_of[ids[s]] >= 0) continue;  // computed by the GPU
+        const float wj = weights[s];
+        const float* y = y_.data() + static_cast<int64_t>(s) * d;
+        if (!any) for (int64_t i = 0; i < d; ++i) o[i] = y[i] * wj;
+        else      for (int64_t i = 0; i < d; ++i) o[i] += y[i] * wj;
+        any = true;
+      }
+      if (!any) std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
     }
-    if (!any) std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
+  };
+  constexpr int kTokensPerTask = 16;
+  if (n < 2 * kTokensPerTask) {
+    sum_tokens(0, n);
+    return;
   }
+  pool_->parallel_for((n + kTokensPerTask - 1) / kTokensPerTask, [&](int64_t task, int) {
+    const int t0 = static_cast<int>(task) * kTokensPerTask;
+    sum_tokens(t0, std::min(n, t0 + kTokensPerTask));
+  });
 }
 
 }  // namespace guild
