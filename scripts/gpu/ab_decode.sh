@@ -11,11 +11,7 @@ shift
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
 mkdir -p "$OUT"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGUILD_CUDA=ON -DGUILD_CUDA_ARCHS=90 \
-  -DGUILD_BUILD_TESTS=ON -DGUILD_BUILD_TOOLS=ON > "$OUT/build.log" 2>&1 &&
-ninja -C "$BUILD" packages/cuda/libguild-cuda.so packages/cpu-generic/libcpu-generic.so \
-  packages/cpu-avx2/libcpu-avx2.so packages/cpu-avx512/libcpu-avx512.so native/tools/guild-bench \
-  native/tools/guild-gen-model >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$BUILD" "$OUT/build.log" || exit 1
 if [ "${GUILD_AB_PROFILE:-1}" = 1 ]; then
   GUILD_GPU_BUILD_DIR=$BUILD bash "$ROOT/scripts/gpu/profile_decode.sh" "$OUT/profile" 4 > /dev/null 2>&1
   head -30 "$OUT/profile/kernels.txt" 2>/dev/null

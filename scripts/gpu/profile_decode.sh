@@ -18,13 +18,7 @@ LAYERS=${2:-4}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
 mkdir -p "$OUT"
-if [ ! -x "$BUILD/native/tools/guild-bench" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGUILD_CUDA=ON -DGUILD_CUDA_ARCHS=90 \
-    -DGUILD_BUILD_TESTS=ON -DGUILD_BUILD_TOOLS=ON > "$OUT/build.log" 2>&1 &&
-  ninja -C "$BUILD" packages/cuda/libguild-cuda.so packages/cpu-generic/libcpu-generic.so \
-    packages/cpu-avx2/libcpu-avx2.so packages/cpu-avx512/libcpu-avx512.so native/tools/guild-bench \
-    native/tools/guild-gen-model >> "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-fi
+bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$BUILD" "$OUT/build.log" || exit 1
 MODEL=/tmp/guild-a3b-${LAYERS}l.gguf
 [ -f "$MODEL" ] || "$BUILD/native/tools/guild-gen-model" --preset qwen3-30b-a3b --layers "$LAYERS" --out "$MODEL" \
   --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }

@@ -272,6 +272,25 @@ template <> struct FloatRow<kBF16> {
   __device__ static __forceinline__ float one(const uint8_t* p) { return bf2f(ld_u16(p)); }
 };
 
+// One lane's share of the dot of a float-typed row (wr, n elements) with the
+// float vector a: 16-byte chunks lane, lane + 32, ..., then the tail elements.
+// The caller sums the lanes (warp_sum).
+template <uint32_t T>
+__device__ __forceinline__ float float_row_lane_dot(const uint8_t* wr, const float* a, int n, int lane) {
+  using F = FloatRow<T>;
+  constexpr int EB = (T == kF32) ? 4 : 2;
+  const int n_vec = n / F::V;
+  float v = 0.0f;
+  for (int i = lane; i < n_vec; i += 32) {
+    float wv[F::V];
+    F::load(wr + static_cast<size_t>(i) * 16, wv);
+#pragma unroll
+    for (int q = 0; q < F::V; ++q) v += wv[q] * a[i * F::V + q];
+  }
+  for (int q = n_vec * F::V + lane; q < n; q += 32) v += F::one(wr + static_cast<size_t>(q) * EB) * a[q];
+  return v;
+}
+
 template <uint32_t T, int NC, bool MOE, bool GLU>
 __global__ void __launch_bounds__(kWarps * 32) gemv_f_kernel(const GemvParams p) {
   using F = FloatRow<T>;
@@ -407,27 +426,15 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_combine_kernel(const GemvP
 template <uint32_t T>
 __global__ void __launch_bounds__(kWarps * 32) gemv_f_combine_kernel(const GemvParams p) {
   pdl_begin();
-  using F = FloatRow<T>;
-  constexpr int EB = (T == kF32) ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kWarps + warp;
   if (row >= p.n_out) return;
-  const int n_vec = p.n_in / F::V;
   float acc = 0.0f;
   for (int j = 0; j < p.k; ++j) {
     const int e = p.direct[j];
     if (e < 0) continue;
     const uint8_t* wr = p.w + static_cast<size_t>(e) * p.expert_stride + static_cast<size_t>(row) * p.row_stride;
-    const float* a = p.af + static_cast<int64_t>(j) * p.af_stride;
-    float v = 0.0f;
-    for (int i = lane; i < n_vec; i += 32) {
-      float wv[F::V];
-      F::load(wr + static_cast<size_t>(i) * 16, wv);
-#pragma unroll
-      for (int q = 0; q < F::V; ++q) v += wv[q] * a[i * F::V + q];
-    }
-    for (int q = n_vec * F::V + lane; q < p.n_in; q += 32) v += F::one(wr + static_cast<size_t>(q) * EB) * a[q];
-    acc += p.combine_w[j] * v;
+    acc += p.combine_w[j] * float_row_lane_dot<T>(wr, p.af + static_cast<int64_t>(j) * p.af_stride, p.n_in, lane);
   }
   const float s = warp_sum(acc);
   if (lane == 0) p.y[row] += s;

@@ -91,7 +91,6 @@ __device__ __forceinline__ void route_token_block(const float* logits, int n_exp
 
 template <uint32_t T>
 __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const NormRouteParams p) {
-  using F = gemv_detail::FloatRow<T>;
   constexpr int EB = (T == kF32) ? 4 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row = blockIdx.x * kRouterWarps + warp;
@@ -134,16 +133,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_norm_route_kernel(const
       q8_1_warp(xs[32 * r + lane], p.qs + 32 * r + lane, p.ds + r);
 
   if (row < p.n_expert) {
-    float acc = 0.0f;
-    const int n_vec = p.n / F::V;
-    for (int i = lane; i < n_vec; i += 32) {
-      float wv[F::V];
-      F::load(wr + static_cast<size_t>(i) * 16, wv);
-#pragma unroll
-      for (int q = 0; q < F::V; ++q) acc += wv[q] * xs[i * F::V + q];
-    }
-    for (int e = n_vec * F::V + lane; e < p.n; e += 32) acc += F::one(wr + static_cast<size_t>(e) * EB) * xs[e];
-    acc = warp_sum(acc);
+    const float acc = warp_sum(gemv_detail::float_row_lane_dot<T>(wr, xs, p.n, lane));
     if (lane == 0) p.logits[row] = acc;
   }
 
