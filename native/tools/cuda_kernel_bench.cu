@@ -305,6 +305,19 @@ int main(int argc, char** argv) {
              "TFLOP/s", 0);
       cudaFree(w.d);
     }
+    // The shapes beside them in a prefill layer: k/v projections (few rows) and the F32 router.
+    {
+      Weights w = make_weights(14u, 2048, 512);
+      const double ms = time_ms(s, reps, [&] { CK(gc::gemm(w.m, px.v, 512, yy, 512, false, s)); });
+      report("gemm q6_K 512 tok 2048->512", 2.0 * 512 * 2048 * 512 / (ms * 1e-3) / 1e12, "TFLOP/s", 0);
+      cudaFree(w.d);
+    }
+    {
+      Weights w = make_weights(0u, 2048, 128);
+      const double ms = time_ms(s, reps, [&] { CK(gc::gemm(w.m, px.v, 512, yy, 128, false, s)); });
+      report("gemm f32 512 tok 2048->128 (router)", ms * 1e3, "us", 0);
+      cudaFree(w.d);
+    }
     cudaFree(yy);
   }
 

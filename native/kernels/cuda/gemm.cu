@@ -1,21 +1,26 @@
 // Matrix-matrix products for prefill, y[token][row] = dot(W row, x token):
-//  * quantized / F16 / BF16 weights: a block computes 128 weight rows x BN
-//    tokens. Per K step of 64, each thread dequantizes 32-element runs of the
-//    weight tile straight from the GGUF blocks into shared memory as fp16
-//    (no full-precision copy of the weights exists anywhere), the fp16
-//    activation tile arrives by cp.async, and warps multiply with
-//    mma.sync.m16n8k16 (fp16 in, fp32 accumulate); two shared-memory stages.
-//  * F32 weights (routers, float masters): an fp32 SIMT tile kernel, so
-//    expert selection sees float-exact router logits.
+//  * quantized / F16 / BF16 weights: a block computes 128 weight rows x 32
+//    tokens. The raw GGUF bytes of a stage (one K-quant super-block, or
+//    128-256 elements of the legacy and plain types, per row) and the fp16
+//    activations arrive in shared memory by cp.async while the previous stage
+//    is multiplied; per 64-wide step each thread dequantizes two 32-element
+//    runs from shared memory into an fp16 tile (no full-precision copy of the
+//    weights exists anywhere) and the warps multiply it with
+//    mma.sync.m16n8k16 (fp16 in, fp32 accumulate).
+//  * F32 weights (routers, float masters): an fp32 SIMT kernel, so expert
+//    selection sees float-exact router logits; K split over the block's
+//    warps, partials added in a fixed order.
 // Grouped experts (MOE): blockIdx.y walks the device-side tile list
 // (expert, 32-slot tile); the activation rows are gathered by slot.
+#include <cstdlib>
+
 #include "common.cuh"
 
 namespace guild::cuda {
 namespace {
 
 constexpr int kBM = 128;   // weight rows per block
-constexpr int kBK = 64;    // K per stage
+constexpr int kBK = 64;    // K per multiply step (the fp16 A tile's width)
 constexpr int kLds = kBK + 8;  // smem row stride in halves (144 bytes: ldmatrix conflict-free)
 
 struct GemmParams {
@@ -63,34 +68,162 @@ __device__ __forceinline__ uint32_t pack_half2(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Token rows of this block: dense rows n0.., or the slots of one expert tile.
-struct TokenRows {
-  int count;     // valid rows in this tile
-  int base;      // dense: first token; MoE: index into slots
+
+// How the weight rows of one pipeline stage arrive: SK elements of each row,
+// BYTES contiguous bytes of it (whole K-quant super-blocks, whole legacy
+// blocks), copied as 16-byte chunks by cp.async into shared memory. A stage's
+// bytes start at s * BYTES in the row: 16-byte aligned for every type but
+// Q8_0 (8) and Q6_K (2), whose copies start at the chunk below and keep the
+// offset. The dequantizers then read shared memory, not global memory: the
+// global reads are whole-chunk, coalesced along the row, and in flight while
+// the previous stage is multiplied.
+template <uint32_t T> struct Stage;
+template <> struct Stage<kQ4_0> { static constexpr int SK = 256, BYTES = 144; };
+template <> struct Stage<kQ5_0> { static constexpr int SK = 256, BYTES = 176; };
+template <> struct Stage<kQ8_0> { static constexpr int SK = 128, BYTES = 136; };
+template <> struct Stage<kQ4_K> { static constexpr int SK = 256, BYTES = 144; };
+template <> struct Stage<kQ5_K> { static constexpr int SK = 256, BYTES = 176; };
+template <> struct Stage<kQ6_K> { static constexpr int SK = 256, BYTES = 210; };
+template <> struct Stage<kF16> { static constexpr int SK = 64, BYTES = 128; };
+template <> struct Stage<kBF16> { static constexpr int SK = 64, BYTES = 128; };
+
+constexpr int low_alignment(int bytes) { return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : 2; }
+
+template <uint32_t T> struct StageLayout {
+  static constexpr int SK = Stage<T>::SK, BYTES = Stage<T>::BYTES;
+  // Chunks one row's stage can touch: the bytes plus the worst start offset.
+  static constexpr int CHUNKS = (BYTES + 16 - low_alignment(BYTES) + 15) / 16;
+  // Row pitch in shared memory, in chunks: odd, so the rows a warp's threads
+  // dequantize fall on different banks (Q6_K stays even to keep two blocks per SM).
+  static constexpr int PITCH = (CHUNKS % 2 == 0 && T != kQ6_K) ? CHUNKS + 1 : CHUNKS;
+  static constexpr int ROW_BYTES = 16 * PITCH;
+  static constexpr int ACT_LD = SK + 8;  // halves per activation row: 16 bytes of skew (ldmatrix conflict-free)
 };
 
-template <uint32_t T, int BN, bool MOE>
-__global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmParams p) {
-  pdl_begin();
-  constexpr int NWARPS = 4 * (BN / 32);
-  constexpr int NT = NWARPS * 32;
-  extern __shared__ __align__(16) uint8_t smem_raw[];
-  __half* As = reinterpret_cast<__half*>(smem_raw);     // [2][kBM][kLds]
-  __half* Bs = As + 2 * kBM * kLds;                     // [2][BN][kLds]
-  __shared__ int s_rows[BN];                            // activation row per tile column (-1: none)
-  __shared__ int s_out[BN];                             // output row per tile column
+// ---- A fragments straight from the staged bytes ----------------------------------
+// mma.sync.m16n8k16's A operand gives thread (g = lane / 4, t = lane % 4) the
+// element pairs (2t, 2t+1) and (2t+8, 2t+9) of rows g and g + 8 for each k16
+// step: over a 32-element run, the pairs starting at 2t + 8j, j = 0..3.
+// Frag<T>::pairs2() builds them for two runs (lr0 even, lr0 + 1) of one row
+// as half2 from the GGUF bytes in shared memory, with the runs' constants
+// from a per-stage table (scales(), built once per row and run). No
+// dequantized tile is written and read back, and the warps of a block run the
+// steps of a stage without barriers. Types without a loader use the tile path.
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+__device__ __forceinline__ __half2 bits_half2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
+__device__ __forceinline__ uint32_t half2_of(float v) { return half2_bits(__float2half2_rn(v)); }
+// Bytes 0 and 1 of v to the low bytes of its two halves (bits 0..7 and 16..23).
+__device__ __forceinline__ uint32_t spread_bytes(uint32_t v) { return __byte_perm(v, 0, 0x4140); }
+// Small non-negative integers in the low bits of each half (below 1024) as
+// half2 values minus `bias`: 0x6400 | q is the half 1024 + q, exactly.
+__device__ __forceinline__ __half2 ints_half2(uint32_t q2, float bias) {
+  return __hsub2(bits_half2(q2 | 0x64006400u), __float2half2_rn(1024.0f + bias));
+}
 
-  const int m0 = blockIdx.x * kBM;
-  const uint8_t* w = p.w;
+template <uint32_t T> struct Frag { static constexpr bool kDirect = false; };
+
+template <> struct Frag<kQ4_K> {
+  static constexpr bool kDirect = true;
+  // (d * scale, -dmin * min) of run lr, as half2 (the tile path's values).
+  __device__ static __forceinline__ uint2 scales(const uint8_t* b, int lr) {
+    float sc, m;
+    kscale_min(ld_u32(b + 4), ld_u32(b + 8), ld_u32(b + 12), lr, &sc, &m);
+    const uint32_t dm = ld_u32(b);
+    return make_uint2(half2_of(h2f(dm & 0xFFFF) * sc), half2_of(-(h2f(dm >> 16) * m)));
+  }
+  // Runs lr0 and lr0 + 1 are the low and high nibbles of the same 32 bytes.
+  __device__ static __forceinline__ void pairs2(const uint8_t* b, int lr0, int t, uint2 s0, uint2 s1, uint32_t* p0,
+                                                uint32_t* p1) {
+    const uint8_t* q = b + 16 + 16 * lr0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t x = spread_bytes(ld_u16(q + 2 * t + 8 * j));
+      p0[j] = half2_bits(__hfma2(ints_half2(x & 0x000F000Fu, 0.0f), bits_half2(s0.x), bits_half2(s0.y)));
+      p1[j] = half2_bits(__hfma2(ints_half2((x >> 4) & 0x000F000Fu, 0.0f), bits_half2(s1.x), bits_half2(s1.y)));
+    }
+  }
+};
+
+template <> struct Frag<kQ6_K> {
+  static constexpr bool kDirect = true;
+  // d * scale of the run's two halves of 16.
+  __device__ static __forceinline__ uint2 scales(const uint8_t* b, int lr) {
+    const float d = h2f(ld_u16(b + 208));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 2 * lr);
+    return make_uint2(half2_of(d * static_cast<float>(sc[0])), half2_of(d * static_cast<float>(sc[1])));
+  }
+  // Run lr (h = lr / 4, i = lr % 4): low 4 bits in ql[64h + 32(i&1) + e] >> 4(i/2),
+  // high 2 bits in qh[32h + e] >> 2i; q - 32. lr0 even: both runs share qh and the shift.
+  __device__ static __forceinline__ void pairs2(const uint8_t* b, int lr0, int t, uint2 s0, uint2 s1, uint32_t* p0,
+                                                uint32_t* p1) {
+    const int h = lr0 >> 2, i = lr0 & 3;
+    const uint8_t* ql = b + 64 * h;
+    const uint8_t* qh = b + 128 + 32 * h;
+    const int lshift = 2 * i, hshift = 2 * i;  // i is 0 or 2: low-nibble shift 0 or 4
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = 2 * t + 8 * j;
+      const uint32_t a = spread_bytes(ld_u16(ql + e)), c = spread_bytes(ld_u16(ql + 32 + e));
+      const uint32_t hb = spread_bytes(ld_u16(qh + e));
+      const uint32_t q0 = ((a >> lshift) & 0x000F000Fu) | (((hb >> hshift) & 0x00030003u) << 4);
+      const uint32_t q1 = ((c >> lshift) & 0x000F000Fu) | (((hb >> (hshift + 2)) & 0x00030003u) << 4);
+      p0[j] = half2_bits(__hmul2(ints_half2(q0, 32.0f), bits_half2(j < 2 ? s0.x : s0.y)));
+      p1[j] = half2_bits(__hmul2(ints_half2(q1, 32.0f), bits_half2(j < 2 ? s1.x : s1.y)));
+    }
+  }
+};
+
+template <> struct Frag<kQ8_0> {
+  static constexpr bool kDirect = true;
+  __device__ static __forceinline__ uint2 scales(const uint8_t* b, int lr) {
+    return make_uint2(half2_of(h2f(ld_u16(b + 34 * lr))), 0u);
+  }
+  // int8 q ^ 0x80 is q + 128 as an unsigned byte.
+  __device__ static __forceinline__ void pairs2(const uint8_t* b, int lr0, int t, uint2 s0, uint2 s1, uint32_t* p0,
+                                                uint32_t* p1) {
+    const uint8_t* q0 = b + 34 * lr0 + 2;
+    const uint8_t* q1 = q0 + 34;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = 2 * t + 8 * j;
+      const uint32_t x0 = spread_bytes(ld_u16(q0 + e) ^ 0x8080u), x1 = spread_bytes(ld_u16(q1 + e) ^ 0x8080u);
+      p0[j] = half2_bits(__hmul2(ints_half2(x0 & 0x00FF00FFu, 128.0f), bits_half2(s0.x)));
+      p1[j] = half2_bits(__hmul2(ints_half2(x1 & 0x00FF00FFu, 128.0f), bits_half2(s1.x)));
+    }
+  }
+};
+
+// GUILD_GEMM_DIRECT=0 sends every type through the tile path (for A/B runs).
+bool direct_frags_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("GUILD_GEMM_DIRECT");
+    return !(env && env[0] == '0');
+  }();
+  return on;
+}
+
+template <uint32_t T, int BN, bool DIRECT>
+constexpr size_t mma_smem_bytes() {
+  using L = StageLayout<T>;
+  const size_t work = DIRECT ? static_cast<size_t>(kBM) * (L::SK / 32) * sizeof(uint2)  // run constants
+                             : static_cast<size_t>(kBM) * kLds * sizeof(__half);        // fp16 A tile
+  return static_cast<size_t>(2) * kBM * L::ROW_BYTES + static_cast<size_t>(2) * BN * L::ACT_LD * sizeof(__half) + work;
+}
+
+// Fills the token rows of this block: dense rows n0.., or the slots of one
+// expert tile (MOE). Returns the number of valid columns, or -1 when the tile
+// list has no entry for this block; w advances to the expert's matrix.
+template <int BN, bool MOE>
+__device__ __forceinline__ int token_tile(const GemmParams& p, const uint8_t*& w, int* s_rows, int* s_out, int nt) {
   int n_valid;
   if (MOE) {
-    if (blockIdx.y >= static_cast<unsigned>(p.counters[1])) return;
+    if (blockIdx.y >= static_cast<unsigned>(p.counters[1])) return -1;
     const int entry = p.tiles[blockIdx.y];
     const int e = entry >> 16, t = entry & 0xFFFF;
     const int begin = p.offsets[e] + t * BN;
     n_valid = min(BN, p.offsets[e + 1] - begin);
     w += static_cast<size_t>(e) * p.expert_stride;
-    for (int i = threadIdx.x; i < BN; i += NT) {
+    for (int i = threadIdx.x; i < BN; i += nt) {
       const int slot = i < n_valid ? p.slots[begin + i] : -1;
       s_rows[i] = slot >= 0 ? slot / p.act_div : -1;
       s_out[i] = slot;
@@ -98,30 +231,80 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
   } else {
     const int n0 = blockIdx.y * BN;
     n_valid = min(BN, p.n_tokens - n0);
-    for (int i = threadIdx.x; i < BN; i += NT) {
+    for (int i = threadIdx.x; i < BN; i += nt) {
       s_rows[i] = i < n_valid ? n0 + i : -1;
       s_out[i] = n0 + i;
     }
   }
+  return n_valid;
+}
+
+// 128 weight rows x BN tokens per block of 4 warps (each 32 rows x 32 tokens).
+// Pipeline: stage s+1's raw weight bytes and fp16 activations are copied
+// (cp.async) while stage s is worked on; each 64-wide step of a stage
+// dequantizes 2 runs of 32 per row from shared memory into the fp16 A tile,
+// then the warps multiply it (ldmatrix + mma.sync.m16n8k16, fp32 accumulate).
+template <uint32_t T, int BN, bool MOE, bool DIRECT>
+__global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
+  static_assert(BN == 32, "four warps of 32 rows x 32 tokens");
+  static_assert(!DIRECT || Frag<T>::kDirect, "direct fragments need a loader");
+  pdl_begin();
+  using L = StageLayout<T>;
+  constexpr int NT = 128, RUNS = L::SK / 32;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint8_t* raw = smem_raw;                                                   // [2][kBM][ROW_BYTES]
+  __half* act = reinterpret_cast<__half*>(raw + 2 * kBM * L::ROW_BYTES);     // [2][BN][ACT_LD]
+  __half* atile = act + 2 * BN * L::ACT_LD;                                  // tile path: [kBM][kLds]
+  uint2* run_consts = reinterpret_cast<uint2*>(atile);                       // direct path: [kBM][RUNS]
+  __shared__ int s_rows[BN];                                                 // activation row per column (-1: none)
+  __shared__ int s_out[BN];                                                  // output row per column
+
+  const int m0 = blockIdx.x * kBM;
+  const uint8_t* w = p.w;
+  const int n_valid = token_tile<BN, MOE>(p, w, s_rows, s_out, NT);
+  if (n_valid < 0) return;
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int wm = warp & 3, wn = warp >> 2;  // warp tile: rows wm*32.., tokens wn*32..
   const int n_runs = p.n_in / 32;
-  const int n_k = (p.n_in + kBK - 1) / kBK;
+  const int n_stages = (p.n_in + L::SK - 1) / L::SK;
+  const int row_bytes = n_runs * 32 / Deq<T>::QK * Deq<T>::BYTES;
 
-  auto load_stage = [&](int stage, int kt) {
-    // Weights: kBM rows x 2 runs of 32, one run per (thread, iteration).
-    __half* a = As + stage * kBM * kLds;
+  auto load_stage = [&](int buf, int s) {
+    const int start = s * L::BYTES;
+    const int o = start & 15;
+    const int chunks = (o + min(L::BYTES, row_bytes - start) + 15) >> 4;
+    uint8_t* dst_base = raw + buf * kBM * L::ROW_BYTES;
+    for (int u = threadIdx.x; u < kBM * L::CHUNKS; u += NT) {
+      const int r = u / L::CHUNKS, c = u - r * L::CHUNKS;
+      const int row = min(m0 + r, p.n_out - 1);
+      const bool ok = c < chunks;
+      const uint8_t* src = ok ? w + static_cast<size_t>(row) * p.row_stride + (start - o) + 16 * c : w;
+      cp_async16(dst_base + r * L::ROW_BYTES + 16 * c, src, ok);
+    }
+    __half* b = act + buf * BN * L::ACT_LD;
+    constexpr int CPR = L::SK / 8;  // 16-byte chunks per activation row
+    for (int u = threadIdx.x; u < BN * CPR; u += NT) {
+      const int r = u / CPR, c = u - r * CPR;
+      const int col = s * L::SK + 8 * c;
+      const int src_row = s_rows[r];
+      const bool ok = src_row >= 0 && col < p.n_in;
+      const __half* src = ok ? p.x + static_cast<int64_t>(src_row) * p.x_stride + col : p.x;
+      cp_async16(b + r * L::ACT_LD + 8 * c, src, ok);
+    }
+  };
+
+  // Runs lr0, lr0 + 1 of every row of stage buffer `buf` -> atile (zeros past the row's runs).
+  auto dequant_step = [&](const uint8_t* stage_raw, int o, int lr0, int runs_in_stage) {
     for (int u = threadIdx.x; u < kBM * 2; u += NT) {
       const int r = u >> 1, j = u & 1;
-      const int run = kt * 2 + j;
-      uint4* dst = reinterpret_cast<uint4*>(a + r * kLds + 32 * j);
-      const int row = min(m0 + r, p.n_out - 1);
+      const int lr = lr0 + j;
+      uint4* dst = reinterpret_cast<uint4*>(atile + r * kLds + 32 * j);
+      const uint8_t* row = stage_raw + r * L::ROW_BYTES + o;
       if constexpr (T == kQ4_K) {
         uint32_t h[16];
-        if (run < n_runs) {
-          q4k_run32_h2(w + static_cast<size_t>(row) * p.row_stride, run, h);
+        if (lr < runs_in_stage) {
+          q4k_run32_h2(row, lr, h);
         } else {
 #pragma unroll
           for (int i = 0; i < 16; ++i) h[i] = 0u;
@@ -130,8 +313,8 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
         for (int q = 0; q < 4; ++q) dst[q] = make_uint4(h[4 * q], h[4 * q + 1], h[4 * q + 2], h[4 * q + 3]);
       } else {
         float v[32];
-        if (run < n_runs) {
-          Deq<T>::run32(w + static_cast<size_t>(row) * p.row_stride, run, v);
+        if (lr < runs_in_stage) {
+          Deq<T>::run32(row, lr, v);
         } else {
 #pragma unroll
           for (int i = 0; i < 32; ++i) v[i] = 0.0f;
@@ -141,16 +324,6 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
           dst[q] = make_uint4(pack_half2(v[8 * q], v[8 * q + 1]), pack_half2(v[8 * q + 2], v[8 * q + 3]),
                               pack_half2(v[8 * q + 4], v[8 * q + 5]), pack_half2(v[8 * q + 6], v[8 * q + 7]));
       }
-    }
-    // Activations: BN rows x 64 halves = 8 chunks of 16 bytes per row.
-    __half* b = Bs + stage * BN * kLds;
-    for (int u = threadIdx.x; u < BN * 8; u += NT) {
-      const int r = u >> 3, c = u & 7;
-      const int col = kt * kBK + 8 * c;
-      const int src_row = s_rows[r];
-      const bool ok = src_row >= 0 && col < p.n_in;
-      const __half* src = ok ? p.x + static_cast<int64_t>(src_row) * p.x_stride + col : p.x;
-      cp_async16(b + r * kLds + 8 * c, src, ok);
     }
   };
 
@@ -162,35 +335,83 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
+  // B fragments of k16 step kk of a 64-wide step (b: the step's first column).
+  auto load_b = [&](const __half* b, int kk, uint32_t (*bf)[2]) {
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t r[4];
+      const int q = lane >> 3;
+      ldmatrix_x4(r, b + (np * 16 + (q >> 1) * 8 + (lane & 7)) * L::ACT_LD + kk * 16 + (q & 1) * 8);
+      bf[2 * np][0] = r[0]; bf[2 * np][1] = r[1];
+      bf[2 * np + 1][0] = r[2]; bf[2 * np + 1][1] = r[3];
+    }
+  };
+
   load_stage(0, 0);
   cp_async_commit();
-  for (int kt = 0; kt < n_k; ++kt) {
-    if (kt + 1 < n_k) load_stage((kt + 1) & 1, kt + 1);
+  for (int s = 0; s < n_stages; ++s) {
+    if (DIRECT && s > 0) __syncthreads();  // every warp done with the buffers the next copies overwrite
+    if (s + 1 < n_stages) load_stage((s + 1) & 1, s + 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const __half* a = As + (kt & 1) * kBM * kLds;
-    const __half* b = Bs + (kt & 1) * BN * kLds;
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      uint32_t af[2][4], bf[4][2];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        ldmatrix_x4(af[mi], a + (wm * 32 + mi * 16 + (lane & 15)) * kLds + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t r[4];
-        const int q = lane >> 3;
-        ldmatrix_x4(r, b + (wn * 32 + np * 16 + (q >> 1) * 8 + (lane & 7)) * kLds + kk * 16 + (q & 1) * 8);
-        bf[2 * np][0] = r[0]; bf[2 * np][1] = r[1];
-        bf[2 * np + 1][0] = r[2]; bf[2 * np + 1][1] = r[3];
+    const uint8_t* stage_raw = raw + (s & 1) * kBM * L::ROW_BYTES;
+    const __half* b_stage = act + (s & 1) * BN * L::ACT_LD;
+    const int o = (s * L::BYTES) & 15;
+    const int runs_in_stage = min(RUNS, n_runs - s * RUNS);
+    if constexpr (DIRECT) {
+      // Run constants of the stage (zero past the row's runs: their products vanish).
+      for (int u = threadIdx.x; u < kBM * RUNS; u += NT) {
+        const int r = u / RUNS, lr = u - r * RUNS;
+        run_consts[u] = lr < runs_in_stage ? Frag<T>::scales(stage_raw + r * L::ROW_BYTES + o, lr) : make_uint2(0u, 0u);
       }
+      __syncthreads();
+      const int g = lane >> 2, t = lane & 3;
+      for (int lr0 = 0; lr0 < runs_in_stage; lr0 += 2) {
+        // a[run][mi][row g / g + 8][pair j]
+        uint32_t a[2][2][2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni]);
+          for (int hr = 0; hr < 2; ++hr) {
+            const int r = warp * 32 + mi * 16 + hr * 8 + g;
+            const uint2* rc = run_consts + r * RUNS + lr0;
+            Frag<T>::pairs2(stage_raw + r * L::ROW_BYTES + o, lr0, t, rc[0], rc[1], a[0][mi][hr], a[1][mi][hr]);
+          }
+        const __half* b = b_stage + 32 * lr0;
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          uint32_t bf[4][2];
+          load_b(b, kk, bf);
+          const int run = kk >> 1, j = (kk & 1) * 2;
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            const uint32_t af[4] = {a[run][mi][0][j], a[run][mi][1][j], a[run][mi][0][j + 1], a[run][mi][1][j + 1]};
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) mma_16816(acc[mi][ni], af, bf[ni]);
+          }
+        }
+      }
+    } else {
+      for (int lr0 = 0; lr0 < runs_in_stage; lr0 += 2) {
+        dequant_step(stage_raw, o, lr0, runs_in_stage);
+        __syncthreads();
+        const __half* b = b_stage + 32 * lr0;  // this step's 64 columns
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) {
+          uint32_t af[2][4], bf[4][2];
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+            ldmatrix_x4(af[mi], atile + (warp * 32 + mi * 16 + (lane & 15)) * kLds + kk * 16 + (lane >> 4) * 8);
+          load_b(b, kk, bf);
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni]);
+        }
+        __syncthreads();  // the A tile is rewritten next step; the stage buffers by the next stage's copies
+      }
     }
-    __syncthreads();
   }
 
   // Epilogue: c0,c1 at (row lane/4, cols 2*(lane%4)+{0,1}); c2,c3 at row + 8.
@@ -200,8 +421,8 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
     for (int ni = 0; ni < 4; ++ni) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int m = m0 + wm * 32 + mi * 16 + (lane >> 2) + (q >> 1) * 8;
-        const int n = wn * 32 + ni * 8 + 2 * (lane & 3) + (q & 1);
+        const int m = m0 + warp * 32 + mi * 16 + (lane >> 2) + (q >> 1) * 8;
+        const int n = ni * 8 + 2 * (lane & 3) + (q & 1);
         if (m < p.n_out && n < n_valid) {
           float* out = p.y + static_cast<int64_t>(s_out[n]) * p.y_stride + m;
           *out = (p.accumulate ? *out : 0.0f) + acc[mi][ni][q];
@@ -211,96 +432,119 @@ __global__ void __launch_bounds__(128 * (BN / 32)) gemm_mma_kernel(const GemmPar
   }
 }
 
-// F32 weights: 64 rows x 32 tokens per block, 128 threads of 4 x 4 outputs, K steps of 16.
+// F32 weights (routers, float masters), SIMT so expert selection sees
+// float-exact logits: 32 rows x 32 tokens per block of 8 warps. Warp w sums
+// the 16-wide K chunks w, w + 8, ... on its own (the next chunk's loads in
+// flight while this one is multiplied), then the block adds the eight partial
+// tiles in warp order: the same sums in the same order on every run. A tall
+// K (2048) over few outputs (128 experts) needs this split to fill the GPU.
 template <bool MOE>
-__global__ void __launch_bounds__(128) gemm_f32_kernel(const GemmParams p) {
+__global__ void __launch_bounds__(256) gemm_f32_kernel(const GemmParams p) {
   pdl_begin();
-  constexpr int BM = 64, BN = 32, BK = 16;
-  __shared__ float Ws[BK][BM + 4];
-  __shared__ float Xs[BK][BN + 4];
+  constexpr int BM = 32, BN = 32, BK = 16, NW = 8, NT = 32 * NW;
+  constexpr int W_TILE = BK * (BM + 1), X_TILE = BK * (BN + 1);
+  __shared__ float s_buf[NW * (W_TILE + X_TILE)];
+  static_assert(NW * (W_TILE + X_TILE) >= NW * BM * BN, "partials fit the tile buffers");
   __shared__ int s_rows[BN], s_out[BN];
   const int m0 = blockIdx.x * BM;
   const uint8_t* w = p.w;
-  int n_valid;
-  if (MOE) {
-    if (blockIdx.y >= static_cast<unsigned>(p.counters[1])) return;
-    const int entry = p.tiles[blockIdx.y];
-    const int e = entry >> 16, t = entry & 0xFFFF;
-    const int begin = p.offsets[e] + t * BN;
-    n_valid = min(BN, p.offsets[e + 1] - begin);
-    w += static_cast<size_t>(e) * p.expert_stride;
-    if (threadIdx.x < BN) {
-      const int slot = threadIdx.x < n_valid ? p.slots[begin + threadIdx.x] : -1;
-      s_rows[threadIdx.x] = slot >= 0 ? slot / p.act_div : -1;
-      s_out[threadIdx.x] = slot;
-    }
-  } else {
-    const int n0 = blockIdx.y * BN;
-    n_valid = min(BN, p.n_tokens - n0);
-    if (threadIdx.x < BN) {
-      s_rows[threadIdx.x] = static_cast<int>(threadIdx.x) < n_valid ? n0 + static_cast<int>(threadIdx.x) : -1;
-      s_out[threadIdx.x] = n0 + static_cast<int>(threadIdx.x);
-    }
-  }
+  const int n_valid = token_tile<BN, MOE>(p, w, s_rows, s_out, NT);
+  if (n_valid < 0) return;
   __syncthreads();
-  const int tm = threadIdx.x & 15, tn = threadIdx.x >> 4;  // 16 x 8 threads, 4 x 4 each
-  float acc[4][4] = {};
-  for (int k0 = 0; k0 < p.n_in; k0 += BK) {
-    for (int u = threadIdx.x; u < BM * BK; u += 128) {
-      const int r = u / BK, k = u % BK;
-      const int row = m0 + r;
-      float v = 0.0f;
-      if (row < p.n_out && k0 + k < p.n_in)
-        v = reinterpret_cast<const float*>(w + static_cast<size_t>(row) * p.row_stride)[k0 + k];
-      Ws[k][r] = v;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tr = lane & 7, tc = lane >> 3;  // this lane's outputs: rows 4*tr.., tokens 8*tc..
+  float* ws = s_buf + warp * (W_TILE + X_TILE);  // [BK][BM + 1]
+  float* xs = ws + W_TILE;                       // [BK][BN + 1]
+  // Element e = lane + 32 i of a chunk: row or token e / 16, k = e % 16.
+  float wv[BK], xv[BK];
+  auto fetch = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < BK; ++i) {
+      const int e = lane + 32 * i, r = e >> 4, k = k0 + (e & 15);
+      const int row = m0 + r, src = s_rows[r];
+      wv[i] = (row < p.n_out && k < p.n_in)
+                  ? reinterpret_cast<const float*>(w + static_cast<size_t>(row) * p.row_stride)[k] : 0.0f;
+      xv[i] = (src >= 0 && k < p.n_in) ? p.xf[static_cast<int64_t>(src) * p.xf_stride + k] : 0.0f;
     }
-    for (int u = threadIdx.x; u < BN * BK; u += 128) {
-      const int r = u / BK, k = u % BK;
-      const int src = s_rows[r];
-      Xs[k][r] = (src >= 0 && k0 + k < p.n_in) ? p.xf[static_cast<int64_t>(src) * p.xf_stride + k0 + k] : 0.0f;
+  };
+  float acc[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  if (warp * BK < p.n_in) fetch(warp * BK);
+  for (int k0 = warp * BK; k0 < p.n_in; k0 += NW * BK) {
+#pragma unroll
+    for (int i = 0; i < BK; ++i) {
+      const int e = lane + 32 * i, r = e >> 4, k = e & 15;
+      ws[k * (BM + 1) + r] = wv[i];
+      xs[k * (BN + 1) + r] = xv[i];
     }
-    __syncthreads();
+    __syncwarp();
+    if (k0 + NW * BK < p.n_in) fetch(k0 + NW * BK);
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      float a[4], b[4];
+      float a[4], b[8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) { a[i] = Ws[k][tm + 16 * i]; b[i] = Xs[k][tn + 8 * i]; }
+      for (int i = 0; i < 4; ++i) a[i] = ws[k * (BM + 1) + 4 * tr + i];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[j] = xs[k * (BN + 1) + 8 * tc + j];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
-    __syncthreads();
+    __syncwarp();
   }
+  __syncthreads();  // every warp done with its tiles: the buffer now holds the partials
+  float* part = s_buf + warp * (BM * BN);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int m = m0 + tm + 16 * i, n = tn + 8 * j;
-      if (m < p.n_out && n < n_valid) {
-        float* out = p.y + static_cast<int64_t>(s_out[n]) * p.y_stride + m;
-        *out = (p.accumulate ? *out : 0.0f) + acc[i][j];
-      }
-    }
+    for (int j = 0; j < 8; ++j) part[(4 * tr + i) * BN + 8 * tc + j] = acc[i][j];
+  __syncthreads();
+  for (int o = threadIdx.x; o < BM * BN; o += NT) {
+    const int r = o / BN, n = o % BN, m = m0 + r;
+    if (m >= p.n_out || n >= n_valid) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < NW; ++q) sum += s_buf[q * (BM * BN) + o];
+    float* out = p.y + static_cast<int64_t>(s_out[n]) * p.y_stride + m;
+    *out = (p.accumulate ? *out : 0.0f) + sum;
   }
 }
 
-template <int BN>
-constexpr size_t mma_smem_bytes() { return static_cast<size_t>(2) * (kBM + BN) * kLds * sizeof(__half); }
-
-template <uint32_t T, int BN, bool MOE>
+template <uint32_t T, int BN, bool MOE, bool DIRECT>
 cudaError_t set_mma_attr() {
-  return cudaFuncSetAttribute(gemm_mma_kernel<T, BN, MOE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(mma_smem_bytes<BN>()));
+  return cudaFuncSetAttribute(gemm_mma_kernel<T, BN, MOE, DIRECT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(mma_smem_bytes<T, BN, DIRECT>()));
+}
+
+template <uint32_t T, int BN, bool MOE, bool DIRECT>
+cudaError_t launch_mma_variant(const GemmParams& p, unsigned grid_y, cudaStream_t s) {
+  static const cudaError_t attr = set_mma_attr<T, BN, MOE, DIRECT>();
+  if (attr != cudaSuccess) return attr;
+  dim3 grid(ceil_div(p.n_out, kBM), grid_y);
+  launch_pdl(gemm_mma_kernel<T, BN, MOE, DIRECT>, dim3(grid), dim3(128), mma_smem_bytes<T, BN, DIRECT>(), s, p);
+  return launch_status();
 }
 
 template <uint32_t T, int BN, bool MOE>
 cudaError_t launch_mma(const GemmParams& p, unsigned grid_y, cudaStream_t s) {
-  static const cudaError_t attr = set_mma_attr<T, BN, MOE>();
-  if (attr != cudaSuccess) return attr;
-  dim3 grid(ceil_div(p.n_out, kBM), grid_y);
-  launch_pdl(gemm_mma_kernel<T, BN, MOE>, dim3(grid), dim3(128 * (BN / 32)), mma_smem_bytes<BN>(), s, p);
-  return launch_status();
+  if constexpr (Frag<T>::kDirect) {
+    if (direct_frags_enabled()) return launch_mma_variant<T, BN, MOE, true>(p, grid_y, s);
+  }
+  return launch_mma_variant<T, BN, MOE, false>(p, grid_y, s);
+}
+
+template <uint32_t T, int BN, bool MOE>
+cudaError_t init_mma_attrs() {
+  cudaError_t err = set_mma_attr<T, BN, MOE, false>();
+  if constexpr (Frag<T>::kDirect) {
+    if (err == cudaSuccess) err = set_mma_attr<T, BN, MOE, true>();
+  }
+  return err;
 }
 
 bool gemm_matrix_ok(const DevMatrix& w) {
@@ -329,16 +573,15 @@ template <bool MOE>
 cudaError_t launch_gemm(const DevMatrix& w, const GemmParams& p, unsigned grid_y_dense, unsigned grid_y_moe,
                         cudaStream_t s) {
   if (w.type == kF32) {
-    dim3 grid(ceil_div(p.n_out, 64), MOE ? grid_y_moe : ceil_div(p.n_tokens, 32));
-    launch_pdl(gemm_f32_kernel<MOE>, dim3(grid), dim3(128), 0, s, p);
+    dim3 grid(ceil_div(p.n_out, 32), MOE ? grid_y_moe : grid_y_dense);
+    launch_pdl(gemm_f32_kernel<MOE>, dim3(grid), dim3(256), 0, s, p);
     return launch_status();
   }
   cudaError_t err = cudaErrorNotSupported;
   dispatch_type(w.type, [&]<uint32_t T>() {
     if constexpr (T != kF32) {
       if (MOE) err = launch_mma<T, kMoeTileTokens, true>(p, grid_y_moe, s);
-      else if (p.n_tokens <= 32) err = launch_mma<T, 32, false>(p, grid_y_dense, s);
-      else err = launch_mma<T, 64, false>(p, ceil_div(p.n_tokens, 64), s);
+      else err = launch_mma<T, 32, false>(p, grid_y_dense, s);
     }
   });
   return err;
@@ -393,10 +636,9 @@ cudaError_t gemm_kernels_init() {
   for (uint32_t t : {kF16, kBF16, kQ4_0, kQ5_0, kQ8_0, kQ4_K, kQ5_K, kQ6_K}) {
     dispatch_type(t, [&]<uint32_t T>() {
       if constexpr (T != kF32) {
-        cudaError_t e1 = set_mma_attr<T, 32, true>();
-        cudaError_t e2 = set_mma_attr<T, 32, false>();
-        cudaError_t e3 = set_mma_attr<T, 64, false>();
-        if (err == cudaSuccess) err = e1 != cudaSuccess ? e1 : (e2 != cudaSuccess ? e2 : e3);
+        cudaError_t e1 = init_mma_attrs<T, kMoeTileTokens, true>();
+        cudaError_t e2 = init_mma_attrs<T, 32, false>();
+        if (err == cudaSuccess) err = e1 != cudaSuccess ? e1 : e2;
       }
     });
   }
