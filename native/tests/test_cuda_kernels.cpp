@@ -278,6 +278,25 @@ TEST(device_present) {
               info.sm_count, info.total_bytes / 1073741824.0);
 }
 
+// fp16 conversion: the vector path (4 per thread) and the element path (odd
+// strides and tails) give exactly the host's round-to-nearest conversion.
+TEST(convert_f16_matches_host) {
+  need_gpu();
+  struct Case { int rows, n; int64_t x_stride, y_stride; };
+  for (const Case c : {Case{3, 37, 41, 40}, Case{5, 2048, 2048, 2056}, Case{2, 1030, 1031, 1030}}) {
+    std::vector<float> x = randn(static_cast<size_t>(c.rows) * c.x_stride, 3.0f);
+    Dev<float> dx(x);
+    Dev<uint16_t> dy(static_cast<size_t>(c.rows) * c.y_stride);
+    CUDA_OK(gc::convert_f16(dx.p, c.x_stride, c.rows, c.n, dy.p, c.y_stride, nullptr));
+    const std::vector<uint16_t> y = dy.down();
+    bool ok = true;
+    for (int r = 0; r < c.rows; ++r)
+      for (int i = 0; i < c.n; ++i) ok &= y[r * c.y_stride + i] == guild::f32_to_fp16(x[r * c.x_stride + i]);
+    CHECK_MSG(ok, "convert_f16 %d x %d (strides %lld, %lld) differs from the host", c.rows, c.n,
+              (long long)c.x_stride, (long long)c.y_stride);
+  }
+}
+
 TEST(quantize_q8_1_matches_cpu) {
   need_gpu();
   const int rows = 3, n = 96;
@@ -527,6 +546,80 @@ TEST(gemm_all_types) {
   }
 }
 
+// q, k and v of a prompt in one launch: each output exactly what gemm gives
+// for its matrix alone (the same tiles, the same sums), matrices of different
+// heights, partial row and token tiles.
+TEST(gemm_multi_matches_separate_gemms) {
+  need_gpu();
+  for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::F16,
+                       TensorType::F32}) {
+    const int64_t n_in = (t == TensorType::Q4_K || t == TensorType::Q6_K) ? 512 : 96;
+    const int64_t heights[3] = {300, 37, 130};
+    std::vector<HostMatrix> hm;
+    for (int64_t h : heights) hm.push_back(random_matrix(t, n_in, h));
+    DevMatrixBuf d0(hm[0]), d1(hm[1]), d2(hm[2]);
+    const gc::DevMatrix ws[3] = {d0.m, d1.m, d2.m};
+    CHECK(gc::gemm_multi_supported(ws, 3));
+    for (int n : {45, 512}) {
+      std::vector<float> x = randn(static_cast<size_t>(n) * n_in);
+      DevAct a(x, n, static_cast<int>(n_in));
+      Dev<float> y0(static_cast<size_t>(n) * 300), y1(static_cast<size_t>(n) * 37), y2(static_cast<size_t>(n) * 130);
+      float* const ys[3] = {y0.p, y1.p, y2.p};
+      const int64_t strides[3] = {300, 37, 130};
+      CUDA_OK(gc::gemm_multi(ws, 3, a.view, n, ys, strides, nullptr));
+      for (int i = 0; i < 3; ++i) {
+        Dev<float> ref(static_cast<size_t>(n) * heights[i]);
+        CUDA_OK(gc::gemm(ws[i], a.view, n, ref.p, strides[i], false, nullptr));
+        const std::vector<float> got = (i == 0 ? y0 : i == 1 ? y1 : y2).down(), want = ref.down();
+        CHECK_MSG(got == want, "gemm_multi %s matrix %d n %d differs from gemm", tensor_type_name(static_cast<uint32_t>(t)).data(), i, n);
+      }
+    }
+  }
+  const gc::DevMatrix bad[2] = {DevMatrixBuf(random_matrix(TensorType::Q8_0, 96, 8)).m,
+                                DevMatrixBuf(random_matrix(TensorType::Q4_0, 96, 8)).m};
+  CHECK(!gc::gemm_multi_supported(bad, 2));  // types differ
+}
+
+// Grouping alone at prompt sizes, on both fill paths (per-warp cursors up to
+// 256 experts, one warp above): the CPU's stable grouping of the same ids.
+TEST(moe_group_prompt_sizes) {
+  need_gpu();
+  for (int n_expert : {128, 256, 300, 512}) {
+    for (int n : {1, 31, 512}) {
+      const int k = 8, n_slots = n * k;
+      std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
+      Dev<float> dlog(logits);
+      Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
+      const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
+      Dev<int32_t> tiles(max_tiles);
+      Dev<float> wts(n_slots);
+      gc::MoeGroups g;
+      g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
+      g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
+      CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
+      CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+      ExpertRouting r;
+      r.reserve(n, k, n_expert);
+      route_softmax_topk(logits.data(), n, n_expert, k, &r);
+      const std::vector<int32_t> goff = offsets.down(), gslots = slots.down(), gcnt = counters.down(), gtiles = tiles.down();
+      bool ok = true;
+      for (int e = 0; e <= n_expert; ++e) ok &= goff[e] == r.offset[e];
+      for (int s = 0; s < n_slots; ++s) ok &= gslots[s] == r.slots_by_expert[s];
+      int n_active = 0, n_tiles = 0;
+      for (int e = 0; e < n_expert; ++e) {
+        const int c = r.offset[e + 1] - r.offset[e];
+        n_active += c > 0;
+        for (int t = 0; t < (c + gc::kMoeTileTokens - 1) / gc::kMoeTileTokens; ++t) {
+          ok &= n_tiles < max_tiles && gtiles[n_tiles] == ((e << 16) | t);
+          ++n_tiles;
+        }
+      }
+      ok &= gcnt[0] == n_active && gcnt[1] == n_tiles;
+      CHECK_MSG(ok, "moe_group differs from the CPU grouping (%d experts, %d tokens)", n_expert, n);
+    }
+  }
+}
+
 // Routing, grouping, grouped expert products and the weighted sum, against
 // ops/moe.cpp and a double reference.
 TEST(moe_route_group_experts_combine) {
@@ -597,6 +690,19 @@ TEST(moe_route_group_experts_combine) {
         CUDA_OK(gc::moe_gemm(dg.m, a.view, g, k, y.p, n_ff, nullptr));
         err = rel_err(y.down(), ref_g);
         CHECK_MSG(err <= tol_m, "moe_gemm %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, err);
+        // Gate, up and SwiGLU of a prompt in one launch, against the same from moe_gemm twice + swiglu.
+        if (gc::moe_gemm_glu_supported(dg.m, du.m)) {
+          Dev<float> yu(y.n), ys(y.n), yglu(y.n);
+          CUDA_OK(gc::moe_gemm(du.m, a.view, g, k, yu.p, n_ff, nullptr));
+          CUDA_OK(gc::swiglu(y.p, yu.p, static_cast<int64_t>(y.n), ys.p, nullptr));
+          yglu.poison();
+          CUDA_OK(gc::moe_gemm_glu(dg.m, du.m, a.view, g, k, yglu.p, n_ff, nullptr));
+          const std::vector<float> want = ys.down();
+          const double e_glu = rel_err(yglu.down(), std::vector<double>(want.begin(), want.end()));
+          CHECK_MSG(e_glu <= 1e-6, "moe_gemm_glu %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, e_glu);
+        } else {
+          CHECK(t == TensorType::F32);
+        }
         y.poison();
         CUDA_OK(gc::moe_gemv_glu(dg.m, du.m, a.view, g, k, max_active, n, y.p, n_ff, nullptr));
         std::vector<double> ref_h(ref_g.size());

@@ -286,6 +286,9 @@ int main(int argc, char** argv) {
     const double ms_mg = time_ms(s, reps, [&] { CK(gc::moe_gemm(wg.m, px.v, g, k, h, 768, s)); });
     report("moe_gemm q4_K 512 tok x 8 of 128 experts 2048->768", 2.0 * 512 * k * 768 * 2048 / (ms_mg * 1e-3) / 1e12,
            "TFLOP/s", 0);
+    const double ms_pglu = time_ms(s, reps, [&] { CK(gc::moe_gemm_glu(wg.m, wu.m, px.v, g, k, h, 768, s)); });
+    report("moe_gemm_glu q4_K 512 tok x 8 of 128 (gate+up+SwiGLU)", 2.0 * 2.0 * 512 * k * 768 * 2048 / (ms_pglu * 1e-3) / 1e12,
+           "TFLOP/s", 0);
     const double ms_grp = time_ms(s, reps, [&] { CK(gc::moe_group(g, 512, k, n_expert, s)); });
     report("moe_group 512 tok x 8 of 128", ms_grp * 1e3, "us", 0);
     for (void* p : {(void*)ids, (void*)offsets, (void*)slots, (void*)active, (void*)counters, (void*)tiles, (void*)wts,

@@ -70,4 +70,4 @@ cat "$OUT/kernels.txt" | head -60
   --warmup 16 --threads 8 > "$OUT/bench.json" 2> "$OUT/bench.err"
 python3 -c "
 import json,sys; d=json.load(open('$OUT/bench.json')); t=d['decode_tokens_per_s']['median']; p=d['prompt_tokens_per_s']['median']
-print(f'without the profiler: decode {t:.1f} tok/s = {1e6/t:.1f} us per token, prompt {p:.1f} tok/s = {512e3/p:.1f} us per 512-token pass ($LAYERS layers)')"
+print(f'without the profiler: decode {t:.1f} tok/s = {1e6/t:.1f} us per token, prompt {p:.1f} tok/s = {512e3/p:.1f} ms per 512-token pass ($LAYERS layers)')"

@@ -121,6 +121,11 @@ cudaError_t gemv_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_c
 // accumulate; F32 weights: fp32 SIMT). Reads act in act_format_gemm(w.type).
 cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y, int64_t y_stride, bool accumulate,
                  cudaStream_t s);
+// gemm of n_w <= kGemvMaxSegments matrices of one type and input size over
+// the same activations in one launch (the q, k and v projections of a prompt).
+bool gemm_multi_supported(const DevMatrix* ws, int n_w);
+cudaError_t gemm_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_tokens, float* const* ys,
+                       const int64_t* y_strides, cudaStream_t s);
 
 // Grouped expert products over the routing in g (moe_group must have run):
 // for every slot (token t, choice j) routed to expert e,
@@ -146,6 +151,12 @@ cudaError_t moe_gemv_combine(const DevMatrix& w, const ActView& act, const int32
 // moe_gemm: prefill; tiles of kMoeTileTokens slots of one expert.
 cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, float* y,
                      int64_t y_stride, cudaStream_t s);
+// y[slot][r] = silu(gate_e row r · x) * (up_e row r · x) in one launch (the
+// experts' gate and up of a prompt; SwiGLU in the epilogue). Needs gate and
+// up quantized alike (moe_gemm_glu_supported), not F32.
+bool moe_gemm_glu_supported(const DevMatrix& gate, const DevMatrix& up);
+cudaError_t moe_gemm_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const MoeGroups& g,
+                         int act_div, float* y, int64_t y_stride, cudaStream_t s);
 
 // ---- elementwise, normalisation, position ------------------------------------------
 

@@ -12,6 +12,7 @@
 //    warps, partials added in a fixed order.
 // Grouped experts (MOE): blockIdx.y walks the device-side tile list
 // (expert, 32-slot tile); the activation rows are gathered by slot.
+#include <algorithm>
 #include <cstdlib>
 
 #include "common.cuh"
@@ -23,19 +24,34 @@ constexpr int kBM = 128;   // weight rows per block
 constexpr int kBK = 64;    // K per multiply step (the fp16 A tile's width)
 constexpr int kLds = kBK + 8;  // smem row stride in halves (144 bytes: ldmatrix conflict-free)
 
-struct GemmParams {
+// One weight matrix and where its products go.
+struct GemmTarget {
   const uint8_t* w;
-  size_t row_stride, expert_stride;
-  int n_in, n_out;
+  size_t row_stride;
+  int n_out;
+  float* y; int64_t y_stride;
+};
+
+struct GemmParams {
+  // Matrices over the same activations (q, k, v): blockIdx.z picks one.
+  GemmTarget t[kGemvMaxSegments];
+  int n_targets;
+  const uint8_t* w_up;  // GLU: the up matrix beside t[0].w (the gate); y = silu(gate) * up
+  size_t expert_stride;
+  int n_in;
   const __half* x; int64_t x_stride;  // fp16 activations
   const float* xf; int64_t xf_stride; // fp32 activations (F32 path)
   int n_tokens;
-  float* y; int64_t y_stride;
   bool accumulate;
   // grouped experts
   const int32_t* offsets; const int32_t* slots; const int32_t* counters; const int32_t* tiles;
   int act_div;
 };
+
+__device__ __forceinline__ GemmTarget target_of(const GemmParams& p) {
+  const unsigned z = blockIdx.z;
+  return z == 0 ? p.t[0] : (z == 1 ? p.t[1] : p.t[2]);
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -212,9 +228,10 @@ constexpr size_t mma_smem_bytes() {
 
 // Fills the token rows of this block: dense rows n0.., or the slots of one
 // expert tile (MOE). Returns the number of valid columns, or -1 when the tile
-// list has no entry for this block; w advances to the expert's matrix.
+// list has no entry for this block; w (and w_up) advance to the expert's matrices.
 template <int BN, bool MOE>
-__device__ __forceinline__ int token_tile(const GemmParams& p, const uint8_t*& w, int* s_rows, int* s_out, int nt) {
+__device__ __forceinline__ int token_tile(const GemmParams& p, const uint8_t*& w, const uint8_t*& w_up, int* s_rows,
+                                          int* s_out, int nt) {
   int n_valid;
   if (MOE) {
     if (blockIdx.y >= static_cast<unsigned>(p.counters[1])) return -1;
@@ -223,6 +240,7 @@ __device__ __forceinline__ int token_tile(const GemmParams& p, const uint8_t*& w
     const int begin = p.offsets[e] + t * BN;
     n_valid = min(BN, p.offsets[e + 1] - begin);
     w += static_cast<size_t>(e) * p.expert_stride;
+    if (w_up) w_up += static_cast<size_t>(e) * p.expert_stride;
     for (int i = threadIdx.x; i < BN; i += nt) {
       const int slot = i < n_valid ? p.slots[begin + i] : -1;
       s_rows[i] = slot >= 0 ? slot / p.act_div : -1;
@@ -242,9 +260,12 @@ __device__ __forceinline__ int token_tile(const GemmParams& p, const uint8_t*& w
 // 128 weight rows x BN tokens per block of 4 warps (each 32 rows x 32 tokens).
 // Pipeline: stage s+1's raw weight bytes and fp16 activations are copied
 // (cp.async) while stage s is worked on; each 64-wide step of a stage
-// dequantizes 2 runs of 32 per row from shared memory into the fp16 A tile,
-// then the warps multiply it (ldmatrix + mma.sync.m16n8k16, fp32 accumulate).
-template <uint32_t T, int BN, bool MOE, bool DIRECT>
+// builds the A operands from the staged bytes (DIRECT) or dequantizes 2 runs
+// of 32 per row into an fp16 tile, and the warps multiply (mma.sync.m16n8k16,
+// fp32 accumulate). GLU (grouped experts): the block's rows are 64 rows of
+// the gate matrix and the same 64 rows of the up matrix, and it writes
+// silu(gate) * up: one launch instead of two products and a SwiGLU pass.
+template <uint32_t T, int BN, bool MOE, bool DIRECT, bool GLU = false>
 __global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
   static_assert(BN == 32, "four warps of 32 rows x 32 tokens");
   static_assert(!DIRECT || Frag<T>::kDirect, "direct fragments need a loader");
@@ -259,9 +280,13 @@ __global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
   __shared__ int s_rows[BN];                                                 // activation row per column (-1: none)
   __shared__ int s_out[BN];                                                  // output row per column
 
-  const int m0 = blockIdx.x * kBM;
-  const uint8_t* w = p.w;
-  const int n_valid = token_tile<BN, MOE>(p, w, s_rows, s_out, NT);
+  const GemmTarget tg = target_of(p);
+  constexpr int ROWS = GLU ? kBM / 2 : kBM;  // rows of each matrix per block
+  const int m0 = blockIdx.x * ROWS;
+  if (m0 >= tg.n_out) return;  // a shorter matrix of a multi-target launch
+  const uint8_t* w = tg.w;
+  const uint8_t* w_up = GLU ? p.w_up : nullptr;
+  const int n_valid = token_tile<BN, MOE>(p, w, w_up, s_rows, s_out, NT);
   if (n_valid < 0) return;
   __syncthreads();
 
@@ -277,9 +302,10 @@ __global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
     uint8_t* dst_base = raw + buf * kBM * L::ROW_BYTES;
     for (int u = threadIdx.x; u < kBM * L::CHUNKS; u += NT) {
       const int r = u / L::CHUNKS, c = u - r * L::CHUNKS;
-      const int row = min(m0 + r, p.n_out - 1);
+      const int row = min(m0 + (GLU ? r & (ROWS - 1) : r), tg.n_out - 1);
+      const uint8_t* base = GLU && r >= ROWS ? w_up : w;
       const bool ok = c < chunks;
-      const uint8_t* src = ok ? w + static_cast<size_t>(row) * p.row_stride + (start - o) + 16 * c : w;
+      const uint8_t* src = ok ? base + static_cast<size_t>(row) * tg.row_stride + (start - o) + 16 * c : w;
       cp_async16(dst_base + r * L::ROW_BYTES + 16 * c, src, ok);
     }
     __half* b = act + buf * BN * L::ACT_LD;
@@ -415,17 +441,41 @@ __global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
   }
 
   // Epilogue: c0,c1 at (row lane/4, cols 2*(lane%4)+{0,1}); c2,c3 at row + 8.
+  if constexpr (GLU) {
+    // Warps 2, 3 hold the up rows of warps 0, 1's gate rows, at the same
+    // (lane, register) places: through shared memory to the gate warps.
+    __syncthreads();  // every warp done with the stage buffers
+    float* up_vals = reinterpret_cast<float*>(smem_raw);  // [64 threads x 2 warps][32 values]
+    const int slot = ((warp & 1) * 32 + lane) * 32;
+    if (warp >= 2) {
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
+      for (int i = 0; i < 32; ++i) up_vals[slot + ((i + lane) & 31)] = acc[i >> 4][(i >> 2) & 3][i & 3];
+    }
+    __syncthreads();
+    if (warp >= 2) return;
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) {
+    for (int i = 0; i < 32; ++i) {
+      const int mi = i >> 4, ni = (i >> 2) & 3, q = i & 3;
+      const int m = m0 + warp * 32 + mi * 16 + (lane >> 2) + (q >> 1) * 8;
+      const int n = ni * 8 + 2 * (lane & 3) + (q & 1);
+      if (m < tg.n_out && n < n_valid) {
+        const float g = acc[mi][ni][q], u = up_vals[slot + ((i + lane) & 31)];
+        tg.y[static_cast<int64_t>(s_out[n]) * tg.y_stride + m] = (g / (1.0f + expf(-g))) * u;  // swiglu_kernel's formula
+      }
+    }
+  } else {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int m = m0 + warp * 32 + mi * 16 + (lane >> 2) + (q >> 1) * 8;
-        const int n = ni * 8 + 2 * (lane & 3) + (q & 1);
-        if (m < p.n_out && n < n_valid) {
-          float* out = p.y + static_cast<int64_t>(s_out[n]) * p.y_stride + m;
-          *out = (p.accumulate ? *out : 0.0f) + acc[mi][ni][q];
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int m = m0 + warp * 32 + mi * 16 + (lane >> 2) + (q >> 1) * 8;
+          const int n = ni * 8 + 2 * (lane & 3) + (q & 1);
+          if (m < tg.n_out && n < n_valid) {
+            float* out = tg.y + static_cast<int64_t>(s_out[n]) * tg.y_stride + m;
+            *out = (p.accumulate ? *out : 0.0f) + acc[mi][ni][q];
+          }
         }
       }
     }
@@ -446,9 +496,12 @@ __global__ void __launch_bounds__(256) gemm_f32_kernel(const GemmParams p) {
   __shared__ float s_buf[NW * (W_TILE + X_TILE)];
   static_assert(NW * (W_TILE + X_TILE) >= NW * BM * BN, "partials fit the tile buffers");
   __shared__ int s_rows[BN], s_out[BN];
+  const GemmTarget tg = target_of(p);
   const int m0 = blockIdx.x * BM;
-  const uint8_t* w = p.w;
-  const int n_valid = token_tile<BN, MOE>(p, w, s_rows, s_out, NT);
+  if (m0 >= tg.n_out) return;
+  const uint8_t* w = tg.w;
+  const uint8_t* no_up = nullptr;
+  const int n_valid = token_tile<BN, MOE>(p, w, no_up, s_rows, s_out, NT);
   if (n_valid < 0) return;
   __syncthreads();
 
@@ -463,8 +516,8 @@ __global__ void __launch_bounds__(256) gemm_f32_kernel(const GemmParams p) {
     for (int i = 0; i < BK; ++i) {
       const int e = lane + 32 * i, r = e >> 4, k = k0 + (e & 15);
       const int row = m0 + r, src = s_rows[r];
-      wv[i] = (row < p.n_out && k < p.n_in)
-                  ? reinterpret_cast<const float*>(w + static_cast<size_t>(row) * p.row_stride)[k] : 0.0f;
+      wv[i] = (row < tg.n_out && k < p.n_in)
+                  ? reinterpret_cast<const float*>(w + static_cast<size_t>(row) * tg.row_stride)[k] : 0.0f;
       xv[i] = (src >= 0 && k < p.n_in) ? p.xf[static_cast<int64_t>(src) * p.xf_stride + k] : 0.0f;
     }
   };
@@ -506,43 +559,50 @@ __global__ void __launch_bounds__(256) gemm_f32_kernel(const GemmParams p) {
   __syncthreads();
   for (int o = threadIdx.x; o < BM * BN; o += NT) {
     const int r = o / BN, n = o % BN, m = m0 + r;
-    if (m >= p.n_out || n >= n_valid) continue;
+    if (m >= tg.n_out || n >= n_valid) continue;
     float sum = 0.0f;
 #pragma unroll
     for (int q = 0; q < NW; ++q) sum += s_buf[q * (BM * BN) + o];
-    float* out = p.y + static_cast<int64_t>(s_out[n]) * p.y_stride + m;
+    float* out = tg.y + static_cast<int64_t>(s_out[n]) * tg.y_stride + m;
     *out = (p.accumulate ? *out : 0.0f) + sum;
   }
 }
 
-template <uint32_t T, int BN, bool MOE, bool DIRECT>
+template <uint32_t T, int BN, bool MOE, bool DIRECT, bool GLU>
 cudaError_t set_mma_attr() {
-  return cudaFuncSetAttribute(gemm_mma_kernel<T, BN, MOE, DIRECT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(gemm_mma_kernel<T, BN, MOE, DIRECT, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(mma_smem_bytes<T, BN, DIRECT>()));
 }
 
-template <uint32_t T, int BN, bool MOE, bool DIRECT>
+// Grid: x row blocks of the widest target, y token tiles (or expert tiles), z targets.
+int max_n_out(const GemmParams& p) {
+  int m = 0;
+  for (int i = 0; i < p.n_targets; ++i) m = std::max(m, p.t[i].n_out);
+  return m;
+}
+
+template <uint32_t T, int BN, bool MOE, bool DIRECT, bool GLU>
 cudaError_t launch_mma_variant(const GemmParams& p, unsigned grid_y, cudaStream_t s) {
-  static const cudaError_t attr = set_mma_attr<T, BN, MOE, DIRECT>();
+  static const cudaError_t attr = set_mma_attr<T, BN, MOE, DIRECT, GLU>();
   if (attr != cudaSuccess) return attr;
-  dim3 grid(ceil_div(p.n_out, kBM), grid_y);
-  launch_pdl(gemm_mma_kernel<T, BN, MOE, DIRECT>, dim3(grid), dim3(128), mma_smem_bytes<T, BN, DIRECT>(), s, p);
+  dim3 grid(ceil_div(max_n_out(p), GLU ? kBM / 2 : kBM), grid_y, static_cast<unsigned>(p.n_targets));
+  launch_pdl(gemm_mma_kernel<T, BN, MOE, DIRECT, GLU>, grid, dim3(128), mma_smem_bytes<T, BN, DIRECT>(), s, p);
   return launch_status();
 }
 
-template <uint32_t T, int BN, bool MOE>
+template <uint32_t T, int BN, bool MOE, bool GLU = false>
 cudaError_t launch_mma(const GemmParams& p, unsigned grid_y, cudaStream_t s) {
   if constexpr (Frag<T>::kDirect) {
-    if (direct_frags_enabled()) return launch_mma_variant<T, BN, MOE, true>(p, grid_y, s);
+    if (direct_frags_enabled()) return launch_mma_variant<T, BN, MOE, true, GLU>(p, grid_y, s);
   }
-  return launch_mma_variant<T, BN, MOE, false>(p, grid_y, s);
+  return launch_mma_variant<T, BN, MOE, false, GLU>(p, grid_y, s);
 }
 
-template <uint32_t T, int BN, bool MOE>
+template <uint32_t T, int BN, bool MOE, bool GLU = false>
 cudaError_t init_mma_attrs() {
-  cudaError_t err = set_mma_attr<T, BN, MOE, false>();
+  cudaError_t err = set_mma_attr<T, BN, MOE, false, GLU>();
   if constexpr (Frag<T>::kDirect) {
-    if (err == cudaSuccess) err = set_mma_attr<T, BN, MOE, true>();
+    if (err == cudaSuccess) err = set_mma_attr<T, BN, MOE, true, GLU>();
   }
   return err;
 }
@@ -569,35 +629,49 @@ bool gemm_act(const DevMatrix& w, const ActView& act, GemmParams& p) {
   return true;
 }
 
-template <bool MOE>
+template <bool MOE, bool GLU = false>
 cudaError_t launch_gemm(const DevMatrix& w, const GemmParams& p, unsigned grid_y_dense, unsigned grid_y_moe,
                         cudaStream_t s) {
   if (w.type == kF32) {
-    dim3 grid(ceil_div(p.n_out, 32), MOE ? grid_y_moe : grid_y_dense);
-    launch_pdl(gemm_f32_kernel<MOE>, dim3(grid), dim3(256), 0, s, p);
+    if (GLU) return cudaErrorNotSupported;
+    dim3 grid(ceil_div(max_n_out(p), 32), MOE ? grid_y_moe : grid_y_dense, static_cast<unsigned>(p.n_targets));
+    launch_pdl(gemm_f32_kernel<MOE>, grid, dim3(256), 0, s, p);
     return launch_status();
   }
   cudaError_t err = cudaErrorNotSupported;
   dispatch_type(w.type, [&]<uint32_t T>() {
     if constexpr (T != kF32) {
-      if (MOE) err = launch_mma<T, kMoeTileTokens, true>(p, grid_y_moe, s);
-      else err = launch_mma<T, 32, false>(p, grid_y_dense, s);
+      if (MOE) err = launch_mma<T, kMoeTileTokens, true, GLU>(p, grid_y_moe, s);
+      else if constexpr (!GLU) err = launch_mma<T, 32, false>(p, grid_y_dense, s);
     }
   });
   return err;
 }
 
+GemmTarget gemm_target(const DevMatrix& w, float* y, int64_t y_stride) {
+  return GemmTarget{static_cast<const uint8_t*>(w.data), w.row_stride, static_cast<int>(w.n_out), y, y_stride};
+}
+
 GemmParams gemm_base(const DevMatrix& w, float* y, int64_t y_stride) {
   GemmParams p{};
-  p.w = static_cast<const uint8_t*>(w.data);
-  p.row_stride = w.row_stride;
+  p.t[0] = gemm_target(w, y, y_stride);
+  p.n_targets = 1;
   p.expert_stride = w.expert_stride;
   p.n_in = static_cast<int>(w.n_in);
-  p.n_out = static_cast<int>(w.n_out);
-  p.y = y;
-  p.y_stride = y_stride;
   p.act_div = 1;
   return p;
+}
+
+bool moe_groups_ok(const MoeGroups& g) {
+  return g.offsets && g.slots && g.counters && g.tiles && g.max_tiles >= 1 && g.max_tiles <= 65535;
+}
+
+void set_groups(const MoeGroups& g, int act_div, GemmParams& p) {
+  p.offsets = g.offsets;
+  p.slots = g.slots;
+  p.counters = g.counters;
+  p.tiles = g.tiles;
+  p.act_div = act_div;
 }
 
 }  // namespace
@@ -616,19 +690,54 @@ cudaError_t gemm(const DevMatrix& w, const ActView& act, int n_tokens, float* y,
   return launch_gemm<false>(w, p, ceil_div(n_tokens, 32), 0, s);
 }
 
+bool gemm_multi_supported(const DevMatrix* ws, int n_w) {
+  if (!ws || n_w < 1 || n_w > kGemvMaxSegments) return false;
+  for (int i = 0; i < n_w; ++i) {
+    if (!gemm_matrix_ok(ws[i]) || ws[i].type != ws[0].type || ws[i].n_in != ws[0].n_in) return false;
+  }
+  return true;
+}
+
+cudaError_t gemm_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_tokens, float* const* ys,
+                       const int64_t* y_strides, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!gemm_multi_supported(ws, n_w) || !ys || !y_strides || n_tokens < 0, cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  GemmParams p = gemm_base(ws[0], ys[0], y_strides[0]);
+  for (int i = 0; i < n_w; ++i) {
+    GUILD_CUDA_RETURN_IF(!ys[i], cudaErrorInvalidValue);
+    p.t[i] = gemm_target(ws[i], ys[i], y_strides[i]);
+  }
+  p.n_targets = n_w;
+  GUILD_CUDA_RETURN_IF(!gemm_act(ws[0], act, p), cudaErrorInvalidValue);
+  p.n_tokens = n_tokens;
+  GUILD_CUDA_RETURN_IF(ceil_div(n_tokens, 32) > 65535u, cudaErrorInvalidValue);
+  return launch_gemm<false>(ws[0], p, ceil_div(n_tokens, 32), 0, s);
+}
+
 cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, float* y,
                      int64_t y_stride, cudaStream_t s) {
-  GUILD_CUDA_RETURN_IF(!gemm_matrix_ok(w) || !y || act_div < 1, cudaErrorInvalidValue);
-  GUILD_CUDA_RETURN_IF(!g.offsets || !g.slots || !g.counters || !g.tiles || g.max_tiles < 1 || g.max_tiles > 65535,
-                       cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(!gemm_matrix_ok(w) || !y || act_div < 1 || !moe_groups_ok(g), cudaErrorInvalidValue);
   GemmParams p = gemm_base(w, y, y_stride);
   GUILD_CUDA_RETURN_IF(!gemm_act(w, act, p), cudaErrorInvalidValue);
-  p.offsets = g.offsets;
-  p.slots = g.slots;
-  p.counters = g.counters;
-  p.tiles = g.tiles;
-  p.act_div = act_div;
+  set_groups(g, act_div, p);
   return launch_gemm<true>(w, p, 0, static_cast<unsigned>(g.max_tiles), s);
+}
+
+bool moe_gemm_glu_supported(const DevMatrix& gate, const DevMatrix& up) {
+  return gemm_matrix_ok(gate) && gemm_matrix_ok(up) && gate.type != kF32 && up.type == gate.type &&
+         up.n_in == gate.n_in && up.n_out == gate.n_out && up.row_stride == gate.row_stride &&
+         up.expert_stride == gate.expert_stride;
+}
+
+cudaError_t moe_gemm_glu(const DevMatrix& gate, const DevMatrix& up, const ActView& act, const MoeGroups& g,
+                         int act_div, float* y, int64_t y_stride, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!moe_gemm_glu_supported(gate, up) || !y || act_div < 1 || !moe_groups_ok(g),
+                       cudaErrorInvalidValue);
+  GemmParams p = gemm_base(gate, y, y_stride);
+  p.w_up = static_cast<const uint8_t*>(up.data);
+  GUILD_CUDA_RETURN_IF(!gemm_act(gate, act, p), cudaErrorInvalidValue);
+  set_groups(g, act_div, p);
+  return launch_gemm<true, true>(gate, p, 0, static_cast<unsigned>(g.max_tiles), s);
 }
 
 cudaError_t gemm_kernels_init() {
@@ -638,7 +747,8 @@ cudaError_t gemm_kernels_init() {
       if constexpr (T != kF32) {
         cudaError_t e1 = init_mma_attrs<T, kMoeTileTokens, true>();
         cudaError_t e2 = init_mma_attrs<T, 32, false>();
-        if (err == cudaSuccess) err = e1 != cudaSuccess ? e1 : e2;
+        cudaError_t e3 = init_mma_attrs<T, kMoeTileTokens, true, true>();
+        if (err == cudaSuccess) err = e1 != cudaSuccess ? e1 : (e2 != cudaSuccess ? e2 : e3);
       }
     });
   }

@@ -24,13 +24,26 @@ __global__ void quantize_q8_1_kernel(const float* __restrict__ x, int64_t x_stri
   q8_1_warp(v, qs + r * qs_stride + 32 * b + lane, ds + r * ds_stride + b);
 }
 
-__global__ void convert_f16_kernel(const float* __restrict__ x, int64_t x_stride, int rows, int n,
-                                   __half* __restrict__ y, int64_t y_stride) {
+// Block x = row, y = a 1024-wide column chunk; four elements per thread
+// (one 16-byte load, one 8-byte store) when the rows allow.
+__global__ void convert_f16_kernel(const float* __restrict__ x, int64_t x_stride, int n, __half* __restrict__ y,
+                                   int64_t y_stride, bool vec4) {
   pdl_begin();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(rows) * n) return;
-  const int64_t r = i / n, c = i % n;
-  y[r * y_stride + c] = __float2half_rn(x[r * x_stride + c]);
+  const int64_t r = blockIdx.x;
+  const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * 4;
+  if (c0 >= n) return;
+  const float* xr = x + r * x_stride;
+  __half* yr = y + r * y_stride;
+  if (vec4 && c0 + 4 <= n) {
+    const float4 v = *reinterpret_cast<const float4*>(xr + c0);
+    const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(yr + c0) = packed;
+    return;
+  }
+  for (int c = c0; c < min(n, c0 + 4); ++c) yr[c] = __float2half_rn(xr[c]);
 }
 
 // ---- RMSNorm --------------------------------------------------------------------------
@@ -202,11 +215,40 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int n_tokens,
                    weights + static_cast<int64_t>(t) * k, sel_id[warp], sel_l[warp]);
 }
 
-// Single block: counts per expert, offsets, active list, GEMM tile list, then a
-// stable (token-order) fill of the slots by one warp.
+// Single block: counts per expert, offsets, active list, GEMM tile list, then
+// a stable (token-order) fill of the slots. With up to 256 experts each warp
+// fills a 32nd of the slots from its own cursors (the experts' counts in the
+// warps before it): a prompt's 4096 slots in 4 ballot rounds per warp instead
+// of 128 by one warp. More experts: one warp fills all, in order.
 constexpr int kGroupThreads = 1024;
+constexpr int kGroupWarps = kGroupThreads / 32;
 constexpr int kGroupMaxExperts = 1024;
 constexpr int kGroupSmemSlots = 8192;  // slot ids staged in shared memory up to this many
+
+// Appends the valid slots of [begin, end) (in order) at cursor[e] per expert e,
+// one warp, 32 slots per round.
+__device__ __forceinline__ void fill_slots_warp(const int32_t* __restrict__ ids, const int* s_ids, bool in_smem,
+                                                int begin, int end, int n_expert, int* cursor,
+                                                int32_t* __restrict__ slots) {
+  const int lane = threadIdx.x & 31;
+  const unsigned lt = (1u << lane) - 1u;
+  for (int base = begin; base < end; base += 32) {
+    const int s = base + lane;
+    const int e = s < end ? (in_smem ? s_ids[s] : ids[s]) : -1;
+    const bool ok = e >= 0 && e < n_expert;
+    const unsigned valid = __ballot_sync(0xffffffffu, ok);
+    const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1) & valid;
+    const int rank = __popc(same & lt);
+    int pos = 0;
+    if (ok) pos = cursor[e] + rank;
+    __syncwarp();
+    if (ok) {
+      slots[pos] = s;
+      if (rank == __popc(same) - 1) cursor[e] = pos + 1;  // the last of the group moves the cursor
+    }
+    __syncwarp();
+  }
+}
 
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* __restrict__ ids, int n_slots,
                                                                  int n_expert, int tile, int max_tiles,
@@ -218,17 +260,37 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
   pdl_begin();
   __shared__ int cnt[kGroupMaxExperts];
   __shared__ int cur[kGroupMaxExperts];
-  __shared__ int s_ids[kGroupSmemSlots];
+  __shared__ int s_ids[kGroupSmemSlots];  // slot ids, or (per_warp) the warps' counts and cursors
   __shared__ int s_active, s_tiles;
-  const int tid = threadIdx.x;
-  const bool in_smem = n_slots <= kGroupSmemSlots;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const bool per_warp = n_expert * kGroupWarps <= kGroupSmemSlots;
+  const bool in_smem = !per_warp && n_slots <= kGroupSmemSlots;
+  const int chunk = (n_slots + kGroupWarps - 1) / kGroupWarps;  // per_warp: warp w's slots [w chunk, (w+1) chunk)
+  const int my_begin = min(n_slots, warp * chunk), my_end = min(n_slots, my_begin + chunk);
+  int* warp_counts = s_ids;  // per_warp: [warp][expert]
   for (int e = tid; e < n_expert; e += kGroupThreads) cnt[e] = 0;
-  if (in_smem)
+  if (per_warp) {
+    for (int i = tid; i < n_expert * kGroupWarps; i += kGroupThreads) warp_counts[i] = 0;
+  } else if (in_smem) {
     for (int s = tid; s < n_slots; s += kGroupThreads) s_ids[s] = ids[s];
+  }
   __syncthreads();
-  for (int s = tid; s < n_slots; s += kGroupThreads) {
-    const int e = in_smem ? s_ids[s] : ids[s];
-    if (e >= 0 && e < n_expert) atomicAdd(&cnt[e], 1);
+  if (per_warp) {
+    for (int s = my_begin + lane; s < my_end; s += 32) {
+      const int e = ids[s];
+      if (e >= 0 && e < n_expert) atomicAdd(&warp_counts[warp * n_expert + e], 1);
+    }
+    __syncthreads();
+    for (int e = tid; e < n_expert; e += kGroupThreads) {
+      int c = 0;
+      for (int w = 0; w < kGroupWarps; ++w) c += warp_counts[w * n_expert + e];
+      cnt[e] = c;
+    }
+  } else {
+    for (int s = tid; s < n_slots; s += kGroupThreads) {
+      const int e = in_smem ? s_ids[s] : ids[s];
+      if (e >= 0 && e < n_expert) atomicAdd(&cnt[e], 1);
+    }
   }
   __syncthreads();
   if (tid < 32) {
@@ -265,24 +327,20 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
   }
   __syncthreads();
   if (tid == 0) { counters[0] = s_active; counters[1] = s_tiles; }
-  if (tid < 32) {
-    const unsigned lt = (1u << tid) - 1u;
-    for (int base = 0; base < n_slots; base += 32) {
-      const int s = base + tid;
-      const int e = s < n_slots ? (in_smem ? s_ids[s] : ids[s]) : -1;
-      const bool ok = e >= 0 && e < n_expert;
-      const unsigned valid = __ballot_sync(0xffffffffu, ok);
-      const unsigned same = __match_any_sync(0xffffffffu, ok ? e : -1) & valid;
-      const int rank = __popc(same & lt);
-      int pos = 0;
-      if (ok) pos = cur[e] + rank;
-      __syncwarp();
-      if (ok) {
-        slots[pos] = s;
-        if (rank == __popc(same) - 1) cur[e] = pos + 1;  // the last of the group moves the cursor
+  if (per_warp) {
+    // Warp w's cursor for expert e: the expert's offset plus the counts of warps before w.
+    for (int e = tid; e < n_expert; e += kGroupThreads) {
+      int run = cur[e];
+      for (int w = 0; w < kGroupWarps; ++w) {
+        const int c = warp_counts[w * n_expert + e];
+        warp_counts[w * n_expert + e] = run;
+        run += c;
       }
-      __syncwarp();
     }
+    __syncthreads();
+    fill_slots_warp(ids, s_ids, false, my_begin, my_end, n_expert, warp_counts + warp * n_expert, slots);
+  } else if (warp == 0) {
+    fill_slots_warp(ids, s_ids, in_smem, 0, n_slots, n_expert, cur, slots);
   }
 }
 
@@ -450,9 +508,12 @@ cudaError_t quantize_q8_1(const float* x, int64_t x_stride, int rows, int n, con
 cudaError_t convert_f16(const float* x, int64_t x_stride, int rows, int n, uint16_t* y, int64_t y_stride,
                         cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!x || !y || rows < 0 || n < 0, cudaErrorInvalidValue);
-  const int64_t total = static_cast<int64_t>(rows) * n;
-  if (total == 0) return cudaSuccess;
-  launch_pdl(convert_f16_kernel, dim3(ceil_div(total, 256)), dim3(256), 0, s, x, x_stride, rows, n, reinterpret_cast<__half*>(y), y_stride);
+  if (rows == 0 || n == 0) return cudaSuccess;
+  const bool vec4 = x_stride % 4 == 0 && y_stride % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  GUILD_CUDA_RETURN_IF(ceil_div(n, 1024) > 65535u, cudaErrorInvalidValue);
+  launch_pdl(convert_f16_kernel, dim3(static_cast<unsigned>(rows), ceil_div(n, 1024)), dim3(256), 0, s, x, x_stride, n,
+             reinterpret_cast<__half*>(y), y_stride, vec4);
   return launch_status();
 }
 

@@ -365,8 +365,9 @@ struct CudaDecoder::Impl {
   uint32_t* route_counter = nullptr;  // moe_norm_route's finished blocks (zero between launches)
   // One-token steps use the fused launches: norm + router + top-k in one
   // (moe_norm_route), q/k norm + rope + K/V store inside decode attention
-  // (attention_decode_post); GUILD_CUDA_FUSED=0 launches them one by one,
-  // for measuring.
+  // (attention_decode_post); prompts compute the experts' gate, up and
+  // SwiGLU in one launch (moe_gemm_glu). GUILD_CUDA_FUSED=0 launches them
+  // one by one, for measuring.
   bool fused = true;
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
@@ -623,12 +624,19 @@ struct CudaDecoder::Impl {
     const bool one_launch = use_gemv(ly.wq, n) && act_format_gemv(ly.wq.type) == ActFormat::Q8_1 &&
                             ly.wk.type == ly.wq.type && ly.wv.type == ly.wq.type && ly.wk.row_stride == ly.wq.row_stride &&
                             ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in;
+    const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
+    const int64_t strides[3] = {L.q_dim, L.kv_dim, L.kv_dim};
+    if (!one_launch && !use_gemv(ly.wq, n) && !use_gemv(ly.wk, n) && !use_gemv(ly.wv, n) && gemm_multi_supported(ws, 3)) {
+      // A prompt: the three products in one grid (k and v alone would leave most of the GPU idle).
+      if (!ensure(xs, act_format_gemm(ly.wq.type))) return false;
+      float* const ys[3] = {q, k, v};
+      const cudaError_t e = gemm_multi(ws, 3, view(xs), n, ys, strides, stream);
+      return e == cudaSuccess || fail("gemm_multi (q, k, v)", e);
+    }
     if (!one_launch)
       return matmul(ly.wq, xs, q, L.q_dim, false) && matmul(ly.wk, xs, k, L.kv_dim, false) &&
              matmul(ly.wv, xs, v, L.kv_dim, false);
     if (!ensure(xs, ActFormat::Q8_1)) return false;
-    const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
-    const int64_t strides[3] = {L.q_dim, L.kv_dim, L.kv_dim};
     for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
       float* const ys[3] = {q + static_cast<int64_t>(c0) * L.q_dim, k + static_cast<int64_t>(c0) * L.kv_dim,
                             v + static_cast<int64_t>(c0) * L.kv_dim};
@@ -1125,10 +1133,15 @@ struct CudaDecoder::Impl {
       }
     } else {
       if (!ensure(xs, act_format_gemm(ly.gate.type), w) || !ensure(xs, act_format_gemm(ly.up.type), w)) return false;
-      e = moe_gemm(ly.gate, view(xs, 0, w), groups, kk, w.ffn_gate, n_ff, w.stream);
-      if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs, 0, w), groups, kk, w.ffn_up, n_ff, w.stream);
-      if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
-      if (e != cudaSuccess) return fail("moe_gemm", e);
+      if (fused && moe_gemm_glu_supported(ly.gate, ly.up)) {
+        e = moe_gemm_glu(ly.gate, ly.up, view(xs, 0, w), groups, kk, w.ffn_h, n_ff, w.stream);
+        if (e != cudaSuccess) return fail("moe_gemm_glu", e);
+      } else {
+        e = moe_gemm(ly.gate, view(xs, 0, w), groups, kk, w.ffn_gate, n_ff, w.stream);
+        if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs, 0, w), groups, kk, w.ffn_up, n_ff, w.stream);
+        if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
+        if (e != cudaSuccess) return fail("moe_gemm", e);
+      }
     }
     Src hs{w.ffn_h, n_slots, n_ff};
     if (use_gemv(ly.down, n)) {
