@@ -283,7 +283,7 @@ TEST(device_present) {
 TEST(convert_f16_matches_host) {
   need_gpu();
   struct Case { int rows, n; int64_t x_stride, y_stride; };
-  for (const Case c : {Case{3, 37, 41, 40}, Case{5, 2048, 2048, 2056}, Case{2, 1030, 1031, 1030}}) {
+  for (const Case c : {Case{3, 37, 41, 40}, Case{5, 2048, 2048, 2056}, Case{2, 1030, 1031, 1030}, Case{2, 1030, 1032, 1036}}) {
     std::vector<float> x = randn(static_cast<size_t>(c.rows) * c.x_stride, 3.0f);
     Dev<float> dx(x);
     Dev<uint16_t> dy(static_cast<size_t>(c.rows) * c.y_stride);
@@ -617,6 +617,47 @@ TEST(moe_group_prompt_sizes) {
       ok &= gcnt[0] == n_active && gcnt[1] == n_tiles;
       CHECK_MSG(ok, "moe_group differs from the CPU grouping (%d experts, %d tokens)", n_expert, n);
     }
+  }
+}
+
+// Gate + up + SwiGLU in one launch where its tiles are partial: 96 expert
+// rows (a 64-row block and a half one), legacy/plain stages cut short by the
+// row's end (800 = 6.25 Q8_0 stages), ~35 slots per expert (a full 32-slot
+// tile and a partial one); direct and tile-path types. Against moe_gemm
+// twice and swiglu.
+TEST(moe_gemm_glu_partial_tiles) {
+  need_gpu();
+  const int n_expert = 4, k = 2, n = 70, n_ff = 96, n_slots = n * k;
+  std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
+  Dev<float> dlog(logits);
+  Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
+  const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
+  Dev<int32_t> tiles(max_tiles);
+  Dev<float> wts(n_slots);
+  gc::MoeGroups g;
+  g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
+  g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
+  CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
+  CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+  for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::F16,
+                       TensorType::BF16}) {
+    const int n_in = (t == TensorType::Q4_K || t == TensorType::Q6_K) ? 512 : 800;
+    HostMatrix wg = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
+    HostMatrix wu = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
+    DevMatrixBuf dg(wg, n_expert), du(wu, n_expert);
+    CHECK(gc::moe_gemm_glu_supported(dg.m, du.m));
+    std::vector<float> x = randn(static_cast<size_t>(n) * n_in);
+    DevAct a(x, n, n_in);
+    const size_t sz = static_cast<size_t>(n_slots) * n_ff;
+    Dev<float> yg(sz), yu(sz), ys(sz), yglu(sz);
+    CUDA_OK(gc::moe_gemm(dg.m, a.view, g, k, yg.p, n_ff, nullptr));
+    CUDA_OK(gc::moe_gemm(du.m, a.view, g, k, yu.p, n_ff, nullptr));
+    CUDA_OK(gc::swiglu(yg.p, yu.p, static_cast<int64_t>(sz), ys.p, nullptr));
+    yglu.poison();
+    CUDA_OK(gc::moe_gemm_glu(dg.m, du.m, a.view, g, k, yglu.p, n_ff, nullptr));
+    const std::vector<float> want = ys.down();
+    const double err = rel_err(yglu.down(), std::vector<double>(want.begin(), want.end()));
+    CHECK_MSG(err <= 1e-6, "moe_gemm_glu %s (partial tiles): %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), err);
   }
 }
 

@@ -48,6 +48,7 @@ struct GemmParams {
   int act_div;
 };
 
+static_assert(kGemvMaxSegments == 3, "target_of picks among three targets");
 __device__ __forceinline__ GemmTarget target_of(const GemmParams& p) {
   const unsigned z = blockIdx.z;
   return z == 0 ? p.t[0] : (z == 1 ? p.t[1] : p.t[2]);
@@ -662,6 +663,9 @@ GemmParams gemm_base(const DevMatrix& w, float* y, int64_t y_stride) {
   return p;
 }
 
+// Every row of a stacked expert matrix starts 16-byte aligned (the stages are copied in 16-byte chunks).
+bool expert_stack_ok(const DevMatrix& w) { return w.expert_stride % 16 == 0; }
+
 bool moe_groups_ok(const MoeGroups& g) {
   return g.offsets && g.slots && g.counters && g.tiles && g.max_tiles >= 1 && g.max_tiles <= 65535;
 }
@@ -716,7 +720,8 @@ cudaError_t gemm_multi(const DevMatrix* ws, int n_w, const ActView& act, int n_t
 
 cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g, int act_div, float* y,
                      int64_t y_stride, cudaStream_t s) {
-  GUILD_CUDA_RETURN_IF(!gemm_matrix_ok(w) || !y || act_div < 1 || !moe_groups_ok(g), cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(!gemm_matrix_ok(w) || !expert_stack_ok(w) || !y || act_div < 1 || !moe_groups_ok(g),
+                       cudaErrorInvalidValue);
   GemmParams p = gemm_base(w, y, y_stride);
   GUILD_CUDA_RETURN_IF(!gemm_act(w, act, p), cudaErrorInvalidValue);
   set_groups(g, act_div, p);
@@ -724,7 +729,7 @@ cudaError_t moe_gemm(const DevMatrix& w, const ActView& act, const MoeGroups& g,
 }
 
 bool moe_gemm_glu_supported(const DevMatrix& gate, const DevMatrix& up) {
-  return gemm_matrix_ok(gate) && gemm_matrix_ok(up) && gate.type != kF32 && up.type == gate.type &&
+  return gemm_matrix_ok(gate) && gemm_matrix_ok(up) && expert_stack_ok(gate) && gate.type != kF32 && up.type == gate.type &&
          up.n_in == gate.n_in && up.n_out == gate.n_out && up.row_stride == gate.row_stride &&
          up.expert_stride == gate.expert_stride;
 }

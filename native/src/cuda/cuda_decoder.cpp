@@ -626,12 +626,36 @@ struct CudaDecoder::Impl {
                             ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in;
     const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
     const int64_t strides[3] = {L.q_dim, L.kv_dim, L.kv_dim};
-    if (!one_launch && !use_gemv(ly.wq, n) && !use_gemv(ly.wk, n) && !use_gemv(ly.wv, n) && gemm_multi_supported(ws, 3)) {
-      // A prompt: the three products in one grid (k and v alone would leave most of the GPU idle).
-      if (!ensure(xs, act_format_gemm(ly.wq.type))) return false;
-      float* const ys[3] = {q, k, v};
-      const cudaError_t e = gemm_multi(ws, 3, view(xs), n, ys, strides, stream);
-      return e == cudaSuccess || fail("gemm_multi (q, k, v)", e);
+    if (!one_launch && !use_gemv(ly.wq, n) && !use_gemv(ly.wk, n) && !use_gemv(ly.wv, n)) {
+      // A prompt: the products of the matrices quantized alike in one grid
+      // (k and v alone would leave most of the GPU idle; Q4_K_M-style files
+      // keep v in another type, which then gets its own launch).
+      float* const outs[3] = {q, k, v};
+      bool done[3] = {false, false, false};
+      for (int i = 0; i < 3; ++i) {
+        if (done[i]) continue;
+        DevMatrix group[3];
+        float* ys[3];
+        int64_t group_strides[3];
+        int m = 0;
+        for (int j = i; j < 3; ++j) {
+          if (done[j] || ws[j].type != ws[i].type || ws[j].n_in != ws[i].n_in) continue;
+          group[m] = ws[j];
+          ys[m] = outs[j];
+          group_strides[m] = strides[j];
+          done[j] = true;
+          ++m;
+        }
+        if (!gemm_multi_supported(group, m)) {
+          for (int x = 0; x < m; ++x)
+            if (!matmul(group[x], xs, ys[x], group_strides[x], false)) return false;
+          continue;
+        }
+        if (!ensure(xs, act_format_gemm(group[0].type))) return false;
+        const cudaError_t e = gemm_multi(group, m, view(xs), n, ys, group_strides, stream);
+        if (e != cudaSuccess) return fail("gemm_multi (q, k, v)", e);
+      }
+      return true;
     }
     if (!one_launch)
       return matmul(ly.wq, xs, q, L.q_dim, false) && matmul(ly.wk, xs, k, L.kv_dim, false) &&
