@@ -580,6 +580,25 @@ TEST(gemm_multi_matches_separate_gemms) {
   CHECK(!gc::gemm_multi_supported(bad, 2));  // types differ
 }
 
+// Device routing of random logits (moe_route) grouped by expert (moe_group),
+// with the buffers the grouped kernels read.
+struct RoutedGroups {
+  std::vector<float> logits;
+  Dev<float> dlog, wts;
+  Dev<int32_t> ids, offsets, slots, active, counters, tiles;
+  gc::MoeGroups g;
+  int max_tiles;
+  RoutedGroups(int n, int k, int n_expert)
+      : logits(randn(static_cast<size_t>(n) * n_expert, 2.0f)), dlog(logits), wts(static_cast<size_t>(n) * k),
+        ids(static_cast<size_t>(n) * k), offsets(n_expert + 1), slots(static_cast<size_t>(n) * k), active(n_expert),
+        counters(2), tiles(gc::moe_max_tiles(n, k, n_expert)), max_tiles(gc::moe_max_tiles(n, k, n_expert)) {
+    g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
+    g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
+    CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
+    CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+  }
+};
+
 // Grouping alone at prompt sizes, on both fill paths (per-warp cursors up to
 // 256 experts, one warp above): the CPU's stable grouping of the same ids.
 TEST(moe_group_prompt_sizes) {
@@ -587,21 +606,13 @@ TEST(moe_group_prompt_sizes) {
   for (int n_expert : {128, 256, 300, 512}) {
     for (int n : {1, 31, 512}) {
       const int k = 8, n_slots = n * k;
-      std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
-      Dev<float> dlog(logits);
-      Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
-      const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
-      Dev<int32_t> tiles(max_tiles);
-      Dev<float> wts(n_slots);
-      gc::MoeGroups g;
-      g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
-      g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
-      CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
-      CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+      RoutedGroups rg(n, k, n_expert);
+      const int max_tiles = rg.max_tiles;
       ExpertRouting r;
       r.reserve(n, k, n_expert);
-      route_softmax_topk(logits.data(), n, n_expert, k, &r);
-      const std::vector<int32_t> goff = offsets.down(), gslots = slots.down(), gcnt = counters.down(), gtiles = tiles.down();
+      route_softmax_topk(rg.logits.data(), n, n_expert, k, &r);
+      const std::vector<int32_t> goff = rg.offsets.down(), gslots = rg.slots.down(), gcnt = rg.counters.down(),
+                                 gtiles = rg.tiles.down();
       bool ok = true;
       for (int e = 0; e <= n_expert; ++e) ok &= goff[e] == r.offset[e];
       for (int s = 0; s < n_slots; ++s) ok &= gslots[s] == r.slots_by_expert[s];
@@ -628,17 +639,8 @@ TEST(moe_group_prompt_sizes) {
 TEST(moe_gemm_glu_partial_tiles) {
   need_gpu();
   const int n_expert = 4, k = 2, n = 70, n_ff = 96, n_slots = n * k;
-  std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
-  Dev<float> dlog(logits);
-  Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
-  const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
-  Dev<int32_t> tiles(max_tiles);
-  Dev<float> wts(n_slots);
-  gc::MoeGroups g;
-  g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
-  g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
-  CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
-  CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+  RoutedGroups rg(n, k, n_expert);
+  const gc::MoeGroups& g = rg.g;
   for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::F16,
                        TensorType::BF16}) {
     const int n_in = (t == TensorType::Q4_K || t == TensorType::Q6_K) ? 512 : 800;
@@ -668,24 +670,16 @@ TEST(moe_route_group_experts_combine) {
   const int n_expert = 8, n_in = 512, n_ff = 256;
   for (int k : {2, 3}) {
     for (int n : {1, 3, 8, 17, 100}) {
-      std::vector<float> logits = randn(static_cast<size_t>(n) * n_expert, 2.0f);
-      Dev<float> dlog(logits);
       const int n_slots = n * k;
-      Dev<int32_t> ids(n_slots), offsets(n_expert + 1), slots(n_slots), active(n_expert), counters(2);
-      const int max_tiles = gc::moe_max_tiles(n, k, n_expert);
-      Dev<int32_t> tiles(max_tiles);
-      Dev<float> wts(n_slots);
-      gc::MoeGroups g;
-      g.ids = ids.p; g.weights = wts.p; g.offsets = offsets.p; g.slots = slots.p; g.active = active.p;
-      g.counters = counters.p; g.tiles = tiles.p; g.max_tiles = max_tiles;
-      CUDA_OK(gc::moe_route(dlog.p, n, n_expert, k, ids.p, wts.p, nullptr));
-      CUDA_OK(gc::moe_group(g, n, k, n_expert, nullptr));
+      RoutedGroups rg(n, k, n_expert);
+      const gc::MoeGroups& g = rg.g;
+      const int max_tiles = rg.max_tiles;
       ExpertRouting r;
       r.reserve(n, k, n_expert);
-      route_softmax_topk(logits.data(), n, n_expert, k, &r);
-      const std::vector<int32_t> gids = ids.down(), goff = offsets.down(), gslots = slots.down(), gact = active.down(),
-                                 gcnt = counters.down(), gtiles = tiles.down();
-      const std::vector<float> gw = wts.down();
+      route_softmax_topk(rg.logits.data(), n, n_expert, k, &r);
+      const std::vector<int32_t> gids = rg.ids.down(), goff = rg.offsets.down(), gslots = rg.slots.down(),
+                                 gact = rg.active.down(), gcnt = rg.counters.down(), gtiles = rg.tiles.down();
+      const std::vector<float> gw = rg.wts.down();
       bool ids_ok = true, w_ok = true, group_ok = true;
       for (int s = 0; s < n_slots; ++s) {
         ids_ok &= gids[s] == r.ids[s];
@@ -774,7 +768,7 @@ TEST(moe_route_group_experts_combine) {
         // Weighted sum into the residual (CPU order: choice 0 first).
         std::vector<float> x0 = randn(static_cast<size_t>(n) * n_in);
         Dev<float> dx(x0);
-        CUDA_OK(gc::moe_combine(yd.p, wts.p, n, k, n_in, dx.p, nullptr));
+        CUDA_OK(gc::moe_combine(yd.p, rg.wts.p, n, k, n_in, dx.p, nullptr));
         std::vector<double> ref_x(x0.size());
         for (int tt = 0; tt < n; ++tt)
           for (int d = 0; d < n_in; ++d) {
@@ -808,7 +802,7 @@ TEST(moe_route_group_experts_combine) {
           CHECK_MSG(err <= 2 * tol_v, "moe_gemv_glu_direct %s k %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, err);
         }
         Dev<float> dx1(std::vector<float>(x0.begin(), x0.begin() + n_in));
-        CUDA_OK(gc::moe_gemv_combine(dd.m, ah.view, dtok.p, wts.p, k, dx1.p, nullptr));
+        CUDA_OK(gc::moe_gemv_combine(dd.m, ah.view, dtok.p, rg.wts.p, k, dx1.p, nullptr));
         std::vector<double> ref_x1(n_in);
         for (int d = 0; d < n_in; ++d) {
           double o = x0[d];
