@@ -611,7 +611,7 @@ cudaError_t init_mma_attrs() {
 bool gemm_matrix_ok(const DevMatrix& w) {
   if (!w.data || !matrix_type_supported(w.type) || w.n_in <= 0 || w.n_out <= 0) return false;
   if (w.row_stride % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
-  if (w.n_out > INT32_MAX || w.n_in > INT32_MAX) return false;
+  if (w.n_out > INT32_MAX || w.n_in > INT32_MAX || w.row_stride > INT32_MAX) return false;  // byte offsets in a row are int
   if (w.type != kF32 && w.n_in % 32 != 0) return false;
   const TensorTypeInfo& ti = tensor_type_info(w.type);
   return w.n_in % ti.block_elems == 0;
