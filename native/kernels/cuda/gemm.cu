@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(128) gemm_mma_kernel(const GemmParams p) {
     }
   };
 
-  // Runs lr0, lr0 + 1 of every row of stage buffer `buf` -> atile (zeros past the row's runs).
+  // Runs lr0, lr0 + 1 of every row of the stage's raw bytes -> atile (zeros past the row's runs).
   auto dequant_step = [&](const uint8_t* stage_raw, int o, int lr0, int runs_in_stage) {
     for (int u = threadIdx.x; u < kBM * 2; u += NT) {
       const int r = u >> 1, j = u & 1;

@@ -626,7 +626,7 @@ struct CudaDecoder::Impl {
                             ly.wv.row_stride == ly.wq.row_stride && ly.wk.n_in == ly.wq.n_in && ly.wv.n_in == ly.wq.n_in;
     const DevMatrix ws[3] = {ly.wq, ly.wk, ly.wv};
     const int64_t strides[3] = {L.q_dim, L.kv_dim, L.kv_dim};
-    if (!one_launch && !use_gemv(ly.wq, n) && !use_gemv(ly.wk, n) && !use_gemv(ly.wv, n)) {
+    if (!use_gemv(ly.wq, n) && !use_gemv(ly.wk, n) && !use_gemv(ly.wv, n)) {
       // A prompt: the products of the matrices quantized alike in one grid
       // (k and v alone would leave most of the GPU idle; Q4_K_M-style files
       // keep v in another type, which then gets its own launch).
@@ -645,11 +645,6 @@ struct CudaDecoder::Impl {
           group_strides[m] = strides[j];
           done[j] = true;
           ++m;
-        }
-        if (!gemm_multi_supported(group, m)) {
-          for (int x = 0; x < m; ++x)
-            if (!matmul(group[x], xs, ys[x], group_strides[x], false)) return false;
-          continue;
         }
         if (!ensure(xs, act_format_gemm(group[0].type))) return false;
         const cudaError_t e = gemm_multi(group, m, view(xs), n, ys, group_strides, stream);
