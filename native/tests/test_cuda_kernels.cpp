@@ -972,6 +972,67 @@ TEST(qkv_post_matches_cpu) {
   CHECK_MSG(rel_err(vf, vd) <= 2e-3, "qkv_post v cache: %.3g", rel_err(vf, vd));
 }
 
+// Decode attention's chunk merge runs in the last block of each head set
+// (counters at the end of the workspace, left zero by every launch): one
+// workspace reused across positions and contexts gives the same bits as a
+// fresh one each time, the counters are zero after every call, and the
+// output matches the CPU. Head sizes 80 (no Q8_1 output) and 256 (the merge
+// takes two passes of the block's threads); one head and four heads per block.
+TEST(attention_decode_reuses_workspace) {
+  need_gpu();
+  ThreadPool pool(2);
+  for (int n_ctx : {300, 8192})
+  for (int D : {80, 128, 256}) {
+    const int n_head = 8, n_kv = 2;
+    KvCache kv;
+    REQUIRE(kv.init(1, n_ctx, n_kv * D, n_kv * D, KvType::F16));
+    for (int p = 0; p < n_ctx; ++p) {
+      std::vector<float> kr = randn(n_kv * D), vr = randn(n_kv * D);
+      kv.store(0, p, kr.data(), vr.data());
+    }
+    Dev<uint16_t> kc(static_cast<size_t>(n_ctx) * n_kv * D), vc(kc.n);
+    cudaMemcpy(kc.p, kv.k_row(0, 0), kc.n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(vc.p, kv.v_row(0, 0), vc.n * 2, cudaMemcpyHostToDevice);
+    AttentionShape shape;
+    shape.n_head = n_head; shape.n_head_kv = n_kv; shape.head_dim_k = D; shape.head_dim_v = D;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
+    const size_t wf = gc::attention_decode_workspace_floats(n_head, D, n_ctx);
+    Dev<float> shared_work(wf);
+    cudaMemset(shared_work.p, 0, wf * sizeof(float));
+    const bool q8 = D % 32 == 0;
+    for (int pos : {n_ctx - 1, 5, 130, 127, n_ctx / 2}) {
+      std::vector<float> q = randn(static_cast<size_t>(n_head) * D), ref(q.size());
+      attention(pool, shape, kv, 0, q.data(), 1, pos, ref.data(), scores.data());
+      Dev<float> dq(q), out_a(q.size()), out_b(q.size());
+      Dev<int32_t> dpos(std::vector<int32_t>{pos});
+      Dev<int8_t> qs_a(n_head * D), qs_b(n_head * D);
+      Dev<uint32_t> ds_a(std::max(1, n_head * D / 32)), ds_b(ds_a.n);
+      gc::Q8Act q8a{qs_a.p, ds_a.p, n_head * D, n_head * D / 32}, q8b{qs_b.p, ds_b.p, n_head * D, n_head * D / 32};
+      Dev<float> fresh(wf);
+      cudaMemset(fresh.p, 0, wf * sizeof(float));
+      gc::AttnArgs a;
+      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = kc.p; a.v_cache = vc.p; a.n_head = n_head; a.n_head_kv = n_kv;
+      a.head_dim = D; a.n_ctx = n_ctx; a.scale = shape.scale; a.out_stride = n_head * D;
+      a.out = out_a.p;
+      CUDA_OK(gc::attention_decode(a, dpos.p, shared_work.p, q8 ? &q8a : nullptr, nullptr));
+      a.out = out_b.p;
+      CUDA_OK(gc::attention_decode(a, dpos.p, fresh.p, q8 ? &q8b : nullptr, nullptr));
+      const std::vector<float> got = out_a.down();
+      CHECK_MSG(got == out_b.down(), "attention_decode D %d n_ctx %d pos %d: reused workspace differs", D, n_ctx, pos);
+      if (q8)
+        CHECK_MSG(qs_a.down() == qs_b.down() && ds_a.down() == ds_b.down(), "D %d pos %d: Q8_1 differs", D, pos);
+      const std::vector<float> w = shared_work.down();
+      int nonzero = 0;
+      for (int i = 0; i < n_head; ++i) nonzero += w[wf - n_head + i] != 0.0f;
+      CHECK_MSG(nonzero == 0, "attention_decode D %d pos %d: %d head-set counters left non-zero", D, pos, nonzero);
+      std::vector<double> refd(ref.begin(), ref.end());
+      const double err = rel_err(got, refd);
+      CHECK_MSG(err <= 1e-4, "attention_decode D %d n_ctx %d pos %d: rel err %.3g", D, n_ctx, pos, err);
+    }
+  }
+}
+
 // Decode attention with qkv_post folded in, against qkv_post + attention_decode:
 // the same output bits and the same K/V cache rows; the raw q is left as it is.
 // Chunk edges (position 127, 128), short and long contexts (one head or a
@@ -1001,6 +1062,8 @@ TEST(attention_decode_post_matches_qkv_post_then_attention) {
     Dev<uint16_t> kca(cache), vca(cache), kcb(cache), vcb(cache);
     Dev<int32_t> dpos(std::vector<int32_t>{c.pos});
     Dev<float> work_a(gc::attention_decode_workspace_floats(n_head, D, c.n_ctx)), work_b(work_a.n);
+    cudaMemset(work_a.p, 0, work_a.n * sizeof(float));  // the head sets' counters start at zero
+    cudaMemset(work_b.p, 0, work_b.n * sizeof(float));
     Dev<int8_t> qs_a(n_head * D), qs_b(n_head * D);
     Dev<uint32_t> ds_a(n_head * D / 32), ds_b(n_head * D / 32);
     gc::Q8Act q8a{qs_a.p, ds_a.p, n_head * D, n_head * D / 32}, q8b{qs_b.p, ds_b.p, n_head * D, n_head * D / 32};
@@ -1072,6 +1135,7 @@ TEST(attention_matches_cpu) {
       double tol;
       if (c.n == 1) {
         Dev<float> work(gc::attention_decode_workspace_floats(n_head, D, n_ctx));
+        cudaMemset(work.p, 0, work.n * sizeof(float));
         Dev<int8_t> qs(n_head * D);
         Dev<uint32_t> ds(n_head * D / 32);
         gc::Q8Act q8{qs.p, ds.p, n_head * D, n_head * D / 32};

@@ -349,6 +349,7 @@ int main(int argc, char** argv) {
     report("attention_prefill 512 tok, 32x128 heads, causal", flops / (ms * 1e-3) / 1e12, "TFLOP/s", 0);
     float* work;
     CK(cudaMalloc(&work, gc::attention_decode_workspace_floats(n_head, D, n_ctx) * 4));
+    CK(cudaMemset(work, 0, gc::attention_decode_workspace_floats(n_head, D, n_ctx) * 4));
     const int32_t last = n_ctx - 1;
     CK(cudaMemcpy(pos0, &last, 4, cudaMemcpyHostToDevice));
     const double md = time_ms(s, reps, [&] { CK(gc::attention_decode(a, pos0, work, nullptr, s)); });

@@ -3,8 +3,9 @@
 //    head, up to 8 query heads of its group and a chunk of 128 positions:
 //    scores (one position per thread, 16-byte K loads, the group's queries
 //    broadcast from shared memory), chunk softmax, P·V with a deterministic
-//    reduction; a combine pass merges the chunks (log-sum-exp) and can emit
-//    the Q8_1 input of the output projection. The grid covers the whole
+//    reduction; the last block of a head set to finish (a counter per set)
+//    merges the chunks (log-sum-exp) and can emit the Q8_1 input of the
+//    output projection: no separate combine launch. The grid covers the whole
 //    context and blocks past the current length exit, so the launch has the
 //    same shape at every step (CUDA graphs); the length is read from device memory.
 //  * prefill (several query tokens): flash attention with tensor cores: 64
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "common.cuh"
 #include "rope.cuh"
@@ -64,6 +66,8 @@ template <int D, int GM>
 __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnArgs a, const int32_t* __restrict__ pos0,
                                                                      int hpb, float* __restrict__ part_o,
                                                                      float* __restrict__ part_ml,
+                                                                     unsigned int* __restrict__ counters,
+                                                                     int8_t* __restrict__ yq, half2* __restrict__ yds,
                                                                      const DecodePostDev post) {
   pdl_begin();
   constexpr int DC = D / 8;                     // 16-byte chunks per row
@@ -205,31 +209,103 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
     part_ml[(static_cast<int64_t>(chunk) * a.n_head + h0 + tid) * 2] = s_m[tid];
     part_ml[(static_cast<int64_t>(chunk) * a.n_head + h0 + tid) * 2 + 1] = s_l[tid];
   }
-}
 
-// One block per head, D threads: merge the chunks.
-__global__ void attn_combine_kernel(const AttnArgs a, const int32_t* __restrict__ pos0, const float* __restrict__ part_o,
-                                    const float* __restrict__ part_ml, int8_t* __restrict__ yq,
-                                    half2* __restrict__ yds) {
-  pdl_begin();
-  const int h = blockIdx.x;
-  const int d = threadIdx.x;
-  const int D = a.head_dim;
-  const int n_chunks = (*pos0 + 1 + kChunk - 1) / kChunk;
-  float M = -INFINITY;
-  for (int c = 0; c < n_chunks; ++c) M = fmaxf(M, part_ml[(static_cast<int64_t>(c) * a.n_head + h) * 2]);
-  float o = 0.0f, l = 0.0f;
-  for (int c = 0; c < n_chunks; ++c) {
-    const int64_t i = static_cast<int64_t>(c) * a.n_head + h;
-    const float m = part_ml[i * 2];
-    const float f = m == -INFINITY ? 0.0f : __expf(m - M);
-    l += f * part_ml[i * 2 + 1];
-    if (d < D) o += f * part_o[i * D + d];
+  // The head set's last block merges every chunk. Each block publishes its
+  // partials (fence) before it counts; the last one to count resets the
+  // counter for the next launch and reads the others' partials past L1. The
+  // merge runs in chunk order whichever block is last: deterministic.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  const int n_chunks = (n_kv + kChunk - 1) / kChunk;
+  if (tid == 0) {
+    unsigned int* counter = counters + kvh * gridDim.z + blockIdx.z;
+    last = atomicAdd(counter, 1u) == static_cast<unsigned int>(n_chunks - 1);
+    if (last) atomicExch(counter, 0u);
   }
-  const float v = l > 0.0f ? o / l : 0.0f;
-  if (d < D) a.out[static_cast<int64_t>(h) * D + d] = v;
-  if (yq) {  // D is a multiple of 32: warp w quantizes run h*D/32 + w
-    q8_1_warp(v, yq + static_cast<int64_t>(h) * D + d, yds + (static_cast<int64_t>(h) * D + d) / 32);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Per head, the largest chunk maximum M (lanes over chunks), then tiles of
+  // up to kChunk chunks: each chunk's factor exp(m - M) into sc (the sum L
+  // accumulated by the head's warp), and every thread adds the factored
+  // partial outputs of its elements for all the block's heads at once (GM x 4
+  // loads in flight: the merge is latency-bound, not bandwidth-bound).
+  __shared__ float s_M[GM], s_L[GM];
+  const int warp = tid >> 5, lane = tid & 31;
+  for (int g = warp; g < hpb; g += kDecodeThreads / 32) {
+    float m = -INFINITY;
+    for (int c = lane; c < n_chunks; c += 32)
+      m = fmaxf(m, __ldcg(part_ml + (static_cast<int64_t>(c) * a.n_head + h0 + g) * 2));
+    m = warp_max(m);
+    if (lane == 0) { s_M[g] = m; s_L[g] = 0.0f; }
+  }
+  constexpr int DPT = (D + kDecodeThreads - 1) / kDecodeThreads;  // elements per thread
+  float acc[GM][DPT];
+#pragma unroll
+  for (int g = 0; g < GM; ++g)
+#pragma unroll
+    for (int j = 0; j < DPT; ++j) acc[g][j] = 0.0f;
+  for (int t0 = 0; t0 < n_chunks; t0 += kChunk) {
+    const int nt = min(kChunk, n_chunks - t0);
+    __syncthreads();  // s_M written; the previous tile's factors used
+    for (int g = warp; g < hpb; g += kDecodeThreads / 32) {
+      float l = 0.0f;
+      for (int i = lane; i < nt; i += 32) {
+        const int64_t at = (static_cast<int64_t>(t0 + i) * a.n_head + h0 + g) * 2;
+        const float m = __ldcg(part_ml + at);
+        const float f = m == -INFINITY ? 0.0f : __expf(m - s_M[g]);
+        sc[g][i] = f;
+        l += f * __ldcg(part_ml + at + 1);
+      }
+      l = warp_sum(l);
+      if (lane == 0) s_L[g] += l;
+    }
+    __syncthreads();
+    // Branch-free loads (heads past hpb and elements past D read valid
+    // neighbours and are never written), issued four chunks at a time.
+    auto add_chunks = [&](int i, auto n_chunk_tag) {
+      constexpr int U = decltype(n_chunk_tag)::value;
+      float v[U][GM][DPT];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float* po = part_o + (static_cast<int64_t>(t0 + i + u) * a.n_head + h0) * D;
+#pragma unroll
+        for (int g = 0; g < GM; ++g)
+#pragma unroll
+          for (int j = 0; j < DPT; ++j)
+            v[u][g][j] = __ldcg(po + min(g, hpb - 1) * D + min(tid + j * kDecodeThreads, D - 1));
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+          const float f = sc[min(g, hpb - 1)][i + u];
+#pragma unroll
+          for (int j = 0; j < DPT; ++j) acc[g][j] += f * v[u][g][j];
+        }
+    };
+    int i = 0;
+    for (; i + 4 <= nt; i += 4) add_chunks(i, std::integral_constant<int, 4>{});
+    for (; i < nt; ++i) add_chunks(i, std::integral_constant<int, 1>{});
+  }
+  __syncthreads();  // s_L final
+#pragma unroll
+  for (int g = 0; g < GM; ++g) {
+    if (g >= hpb) break;
+    const int h = h0 + g;
+    const float L = s_L[g];
+#pragma unroll
+    for (int j = 0; j < DPT; ++j) {
+      // Whole warps skip elements past D (q8_1_warp needs the warp's 32).
+      if (j * kDecodeThreads + (tid & ~31) >= D) break;
+      const int d = tid + j * kDecodeThreads;
+      const float v = L > 0.0f ? acc[g][j] / L : 0.0f;
+      if (d < D) a.out[static_cast<int64_t>(h) * D + d] = v;
+      if (yq) {  // D is a multiple of 32: this warp quantizes one 32-run
+        q8_1_warp(v, yq + static_cast<int64_t>(h) * D + d, yds + (static_cast<int64_t>(h) * D + d) / 32);
+      }
+    }
   }
 }
 
@@ -241,20 +317,18 @@ cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work,
   const int hpb = heads_per_block(group, a.n_head_kv * n_chunks);
   float* part_o = work;
   float* part_ml = work + static_cast<size_t>(n_chunks) * a.n_head * D;
+  unsigned int* counters = reinterpret_cast<unsigned int*>(part_ml + static_cast<size_t>(n_chunks) * a.n_head * 2);
+  int8_t* yq = q8 ? q8->qs : nullptr;
+  half2* yds = q8 ? reinterpret_cast<half2*>(q8->ds) : nullptr;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);
-  if (hpb == 1) launch_pdl(attn_decode_kernel<D, 1>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
-                          post);
-  else if (hpb == 2) launch_pdl(attn_decode_kernel<D, 2>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
-                          post);
-  else if (hpb <= 4) launch_pdl(attn_decode_kernel<D, 4>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
-                          post);
-  else launch_pdl(attn_decode_kernel<D, 8>, dim3(grid), dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml,
-                          post);
-  cudaError_t err = launch_status();
-  if (err != cudaSuccess) return err;
-  const int threads = ((D + 31) / 32) * 32;
-  launch_pdl(attn_combine_kernel, dim3(a.n_head), dim3(threads), 0, s, a, pos0, part_o, part_ml, q8 ? q8->qs : nullptr,
-                                                   q8 ? reinterpret_cast<half2*>(q8->ds) : nullptr);
+  if (hpb == 1)
+    launch_pdl(attn_decode_kernel<D, 1>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  else if (hpb == 2)
+    launch_pdl(attn_decode_kernel<D, 2>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  else if (hpb <= 4)
+    launch_pdl(attn_decode_kernel<D, 4>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  else
+    launch_pdl(attn_decode_kernel<D, 8>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
   return launch_status();
 }
 
@@ -473,7 +547,8 @@ bool attn_args_ok(const AttnArgs& a) {
 
 size_t attention_decode_workspace_floats(int n_head, int head_dim, int n_ctx) {
   const size_t n_chunks = (static_cast<size_t>(n_ctx) + kChunk - 1) / kChunk;
-  return n_chunks * static_cast<size_t>(n_head) * (static_cast<size_t>(head_dim) + 2);
+  // partial outputs and (max, sum) per chunk and head, then a counter per head set (<= n_head)
+  return n_chunks * static_cast<size_t>(n_head) * (static_cast<size_t>(head_dim) + 2) + static_cast<size_t>(n_head);
 }
 
 bool attention_head_dim_supported(int head_dim, bool prefill) {
@@ -559,7 +634,7 @@ cudaError_t kernels_init() {
   // device is older PTX (JIT-compiled) must not let kernels start early (every
   // kernel of the package is built for the same architectures: one stands for all).
   cudaFuncAttributes fa{};
-  if ((err = cudaFuncGetAttributes(&fa, attn_combine_kernel)) != cudaSuccess) return err;
+  if ((err = cudaFuncGetAttributes(&fa, attn_decode_kernel<128, 1>)) != cudaSuccess) return err;
   const char* env = std::getenv("GUILD_CUDA_PDL");
   const bool on = major >= 9 && fa.ptxVersion >= 90 && !(env && std::string(env) == "0");
   int cur = g_pdl.load();

@@ -220,9 +220,12 @@ struct AttnArgs {
 };
 // One query token at position *pos0, causal over [0, *pos0]: split-K flash
 // decoding (chunks of 128 positions per block, up to 8 heads of a KV group per
-// block: fewer when that leaves under 128 blocks for n_ctx, the grid's extent)
-// and a combine pass; work: attention_decode_workspace_floats floats. If out_q8 is set,
-// the output is also quantized to Q8_1 (head_dim a multiple of 32).
+// block: fewer when that leaves under 128 blocks for n_ctx, the grid's extent);
+// the last block of each head set to finish merges the chunks. work:
+// attention_decode_workspace_floats floats, zero before the first call (its
+// tail holds the head sets' counters; every call leaves them zero), one call
+// at a time per workspace. If out_q8 is set, the output is also quantized to
+// Q8_1 (head_dim a multiple of 32).
 cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
                              cudaStream_t s);
 // The same with qkv_post folded in (one token at *pos0, no qkv_post launch):

@@ -1583,7 +1583,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.ffn_down = a.take<float>(T * K * hp.n_embd);
   I.logits = a.take<float>(static_cast<size_t>(L.logits_rows) * hp.n_vocab);
   I.rope_cs = a.take<float>(T * std::max(2, hp.rope.n_rot));
-  I.attn_work = a.take<float>(attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, options.n_ctx));
+  I.attn_work = a.take<float>(attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, options.n_ctx));  // zero (scratch): its counters
   I.act_q8.qs = a.take<int8_t>(static_cast<size_t>(L.act_rows) * L.widest);
   I.act_q8.qs_stride = L.widest;
   I.act_q8.ds = a.take<uint32_t>(static_cast<size_t>(L.act_rows) * (L.widest / 32));
