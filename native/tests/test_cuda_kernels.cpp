@@ -718,6 +718,9 @@ TEST(moe_route_group_experts_combine) {
         const double tol_m = t == TensorType::F32 ? 1e-5 : 3e-3;
         Dev<float> y(static_cast<size_t>(n_slots) * n_ff);
         const int max_active = std::min(n_expert, n_slots);
+        gc::DevMatrix odd_stack = dg.m;  // an expert stack off the 16-byte grid is refused, not read
+        odd_stack.expert_stride += 8;
+        CHECK(gc::moe_gemv(odd_stack, a.view, g, k, max_active, n, y.p, n_ff, nullptr) == cudaErrorInvalidValue);
         CUDA_OK(gc::moe_gemv(dg.m, a.view, g, k, max_active, n, y.p, n_ff, nullptr));
         double err = rel_err(y.down(), ref_g);
         CHECK_MSG(err <= tol_v, "moe_gemv %s k %d n %d: %.3g", tensor_type_name(static_cast<uint32_t>(t)).data(), k, n, err);

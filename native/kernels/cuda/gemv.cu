@@ -19,7 +19,8 @@ cudaError_t launch_any(uint32_t type, const GemvParams& p, int max_cols, unsigne
 
 bool matrix_ok(const DevMatrix& w) {
   if (!w.data || !matrix_type_supported(w.type) || w.n_in <= 0 || w.n_out <= 0) return false;
-  if (w.row_stride % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
+  // 16-byte aligned rows and expert stacks: staged copies move 16-byte chunks.
+  if (w.row_stride % 16 != 0 || w.expert_stride % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return false;
   if (w.n_out > INT32_MAX || w.n_in > INT32_MAX) return false;
   const TensorTypeInfo& ti = tensor_type_info(w.type);
   if (w.n_in % ti.block_elems != 0) return false;
