@@ -975,6 +975,28 @@ TEST(qkv_post_matches_cpu) {
   CHECK_MSG(rel_err(vf, vd) <= 2e-3, "qkv_post v cache: %.3g", rel_err(vf, vd));
 }
 
+// One layer's fp16 KV cache of random rows on the host (the CPU reference
+// reads it) and its copy on the device, with the attention shape of n_head
+// query heads over n_kv KV heads of D.
+struct RandomKv {
+  KvCache kv;
+  AttentionShape shape;
+  Dev<uint16_t> k, v;
+  bool ok = false;
+  RandomKv(int n_ctx, int n_head, int n_kv, int D) : k(static_cast<size_t>(n_ctx) * n_kv * D), v(k.n) {
+    if (!kv.init(1, n_ctx, n_kv * D, n_kv * D, KvType::F16)) return;
+    for (int p = 0; p < n_ctx; ++p) {
+      std::vector<float> kr = randn(n_kv * D), vr = randn(n_kv * D);
+      kv.store(0, p, kr.data(), vr.data());
+    }
+    cudaMemcpy(k.p, kv.k_row(0, 0), k.n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(v.p, kv.v_row(0, 0), v.n * 2, cudaMemcpyHostToDevice);
+    shape.n_head = n_head; shape.n_head_kv = n_kv; shape.head_dim_k = D; shape.head_dim_v = D;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    ok = k.p && v.p;
+  }
+};
+
 // Decode attention's chunk merge runs in the last block of each head set
 // (counters at the end of the workspace, left zero by every launch): one
 // workspace reused across positions and contexts gives the same bits as a
@@ -987,18 +1009,8 @@ TEST(attention_decode_reuses_workspace) {
   for (int n_ctx : {300, 8192})
   for (int D : {80, 128, 256}) {
     const int n_head = 8, n_kv = 2;
-    KvCache kv;
-    REQUIRE(kv.init(1, n_ctx, n_kv * D, n_kv * D, KvType::F16));
-    for (int p = 0; p < n_ctx; ++p) {
-      std::vector<float> kr = randn(n_kv * D), vr = randn(n_kv * D);
-      kv.store(0, p, kr.data(), vr.data());
-    }
-    Dev<uint16_t> kc(static_cast<size_t>(n_ctx) * n_kv * D), vc(kc.n);
-    cudaMemcpy(kc.p, kv.k_row(0, 0), kc.n * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(vc.p, kv.v_row(0, 0), vc.n * 2, cudaMemcpyHostToDevice);
-    AttentionShape shape;
-    shape.n_head = n_head; shape.n_head_kv = n_kv; shape.head_dim_k = D; shape.head_dim_v = D;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    RandomKv rk(n_ctx, n_head, n_kv, D);
+    REQUIRE(rk.ok);
     std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
     const size_t wf = gc::attention_decode_workspace_floats(n_head, D, n_ctx);
     Dev<float> shared_work(wf);
@@ -1006,7 +1018,7 @@ TEST(attention_decode_reuses_workspace) {
     const bool q8 = D % 32 == 0;
     for (int pos : {n_ctx - 1, 5, 130, 127, n_ctx / 2}) {
       std::vector<float> q = randn(static_cast<size_t>(n_head) * D), ref(q.size());
-      attention(pool, shape, kv, 0, q.data(), 1, pos, ref.data(), scores.data());
+      attention(pool, rk.shape, rk.kv, 0, q.data(), 1, pos, ref.data(), scores.data());
       Dev<float> dq(q), out_a(q.size()), out_b(q.size());
       Dev<int32_t> dpos(std::vector<int32_t>{pos});
       Dev<int8_t> qs_a(n_head * D), qs_b(n_head * D);
@@ -1015,8 +1027,8 @@ TEST(attention_decode_reuses_workspace) {
       Dev<float> fresh(wf);
       cudaMemset(fresh.p, 0, wf * sizeof(float));
       gc::AttnArgs a;
-      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = kc.p; a.v_cache = vc.p; a.n_head = n_head; a.n_head_kv = n_kv;
-      a.head_dim = D; a.n_ctx = n_ctx; a.scale = shape.scale; a.out_stride = n_head * D;
+      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = rk.k.p; a.v_cache = rk.v.p; a.n_head = n_head; a.n_head_kv = n_kv;
+      a.head_dim = D; a.n_ctx = n_ctx; a.scale = rk.shape.scale; a.out_stride = n_head * D;
       a.out = out_a.p;
       CUDA_OK(gc::attention_decode(a, dpos.p, shared_work.p, q8 ? &q8a : nullptr, nullptr));
       a.out = out_b.p;
@@ -1108,18 +1120,8 @@ TEST(attention_matches_cpu) {
   for (int n_ctx : {300, 8192})
   for (int D : {32, 64, 128}) {
     const int n_head = 8, n_kv = 2;
-    KvCache kv;
-    REQUIRE(kv.init(1, n_ctx, n_kv * D, n_kv * D, KvType::F16));
-    for (int p = 0; p < n_ctx; ++p) {
-      std::vector<float> kr = randn(n_kv * D), vr = randn(n_kv * D);
-      kv.store(0, p, kr.data(), vr.data());
-    }
-    Dev<uint16_t> kc(static_cast<size_t>(n_ctx) * n_kv * D), vc(kc.n);
-    cudaMemcpy(kc.p, kv.k_row(0, 0), kc.n * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(vc.p, kv.v_row(0, 0), vc.n * 2, cudaMemcpyHostToDevice);
-    AttentionShape shape;
-    shape.n_head = n_head; shape.n_head_kv = n_kv; shape.head_dim_k = D; shape.head_dim_v = D;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    RandomKv rk(n_ctx, n_head, n_kv, D);
+    REQUIRE(rk.ok);
     std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
     struct Case { int n, pos0; };
     const std::vector<Case> cases =
@@ -1129,12 +1131,12 @@ TEST(attention_matches_cpu) {
     for (const Case& c : cases) {
       std::vector<float> q = randn(static_cast<size_t>(c.n) * n_head * D);
       std::vector<float> ref(q.size());
-      attention(pool, shape, kv, 0, q.data(), c.n, c.pos0, ref.data(), scores.data());
+      attention(pool, rk.shape, rk.kv, 0, q.data(), c.n, c.pos0, ref.data(), scores.data());
       Dev<float> dq(q), out(q.size());
       Dev<int32_t> dpos(std::vector<int32_t>{c.pos0});
       gc::AttnArgs a;
-      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = kc.p; a.v_cache = vc.p; a.n_head = n_head; a.n_head_kv = n_kv;
-      a.head_dim = D; a.n_ctx = n_ctx; a.scale = shape.scale; a.out = out.p; a.out_stride = n_head * D;
+      a.q = dq.p; a.q_stride = n_head * D; a.k_cache = rk.k.p; a.v_cache = rk.v.p; a.n_head = n_head; a.n_head_kv = n_kv;
+      a.head_dim = D; a.n_ctx = n_ctx; a.scale = rk.shape.scale; a.out = out.p; a.out_stride = n_head * D;
       double tol;
       if (c.n == 1) {
         Dev<float> work(gc::attention_decode_workspace_floats(n_head, D, n_ctx));
