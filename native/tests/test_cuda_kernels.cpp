@@ -999,16 +999,19 @@ struct RandomKv {
 
 // Decode attention's chunk merge runs in the last block of each head set
 // (counters at the end of the workspace, left zero by every launch): one
-// workspace reused across positions and contexts gives the same bits as a
-// fresh one each time, the counters are zero after every call, and the
-// output matches the CPU. Head sizes 80 (no Q8_1 output) and 256 (the merge
-// takes two passes of the block's threads); one head and four heads per block.
+// workspace reused across positions gives the same bits as a fresh one each
+// time, the counters are zero after every call, and the output matches the
+// CPU. Head sizes 80 (no Q8_1 output) and 256 (the merge takes two passes of
+// the block's threads); one, three (of a block's four), four and six (of
+// eight) heads per block; 157 chunks (the merge's factors in two tiles).
 TEST(attention_decode_reuses_workspace) {
   need_gpu();
   ThreadPool pool(2);
-  for (int n_ctx : {300, 8192})
-  for (int D : {80, 128, 256}) {
-    const int n_head = 8, n_kv = 2;
+  struct Case { int n_ctx, n_head, n_kv, D; };
+  for (const Case& c : {Case{300, 8, 2, 80}, Case{300, 8, 2, 128}, Case{300, 8, 2, 256}, Case{8192, 8, 2, 80},
+                        Case{8192, 8, 2, 128}, Case{8192, 8, 2, 256}, Case{6000, 12, 2, 128}, Case{8192, 12, 2, 64},
+                        Case{20000, 8, 2, 128}}) {
+    const int n_ctx = c.n_ctx, n_head = c.n_head, n_kv = c.n_kv, D = c.D;
     RandomKv rk(n_ctx, n_head, n_kv, D);
     REQUIRE(rk.ok);
     std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
@@ -1039,7 +1042,11 @@ TEST(attention_decode_reuses_workspace) {
         CHECK_MSG(qs_a.down() == qs_b.down() && ds_a.down() == ds_b.down(), "D %d pos %d: Q8_1 differs", D, pos);
       const std::vector<float> w = shared_work.down();
       int nonzero = 0;
-      for (int i = 0; i < n_head; ++i) nonzero += w[wf - n_head + i] != 0.0f;
+      for (int i = 0; i < n_head; ++i) {
+        uint32_t counter = 0;
+        std::memcpy(&counter, &w[wf - n_head + i], sizeof counter);
+        nonzero += counter != 0;
+      }
       CHECK_MSG(nonzero == 0, "attention_decode D %d pos %d: %d head-set counters left non-zero", D, pos, nonzero);
       std::vector<double> refd(ref.begin(), ref.end());
       const double err = rel_err(got, refd);

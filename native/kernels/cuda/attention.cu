@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int chunk = blockIdx.y;
   const int group = a.n_head / a.n_head_kv;
   const int h0 = kvh * group + blockIdx.z * hpb;
-  const int n_kv = *pos0 + 1;
+  const int n_kv = min(*pos0 + 1, a.n_ctx);  // the host checks pos < n_ctx; past it, stay inside the grid and cache
   const int c0 = chunk * kChunk;
   if (c0 >= n_kv) return;
   const int c1 = min(c0 + kChunk, n_kv);

@@ -224,8 +224,9 @@ struct AttnArgs {
 // the last block of each head set to finish merges the chunks. work:
 // attention_decode_workspace_floats floats, zero before the first call (its
 // tail holds the head sets' counters; every call leaves them zero), one call
-// at a time per workspace. If out_q8 is set, the output is also quantized to
-// Q8_1 (head_dim a multiple of 32).
+// at a time per workspace, and the same n_head, head_dim and n_ctx for every
+// call on it (they place the counters). If out_q8 is set, the output is also
+// quantized to Q8_1 (head_dim a multiple of 32).
 cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* out_q8,
                              cudaStream_t s);
 // The same with qkv_post folded in (one token at *pos0, no qkv_post launch):
