@@ -20,7 +20,9 @@
 # norm/router launches (GUILD_CUDA_FUSED=0); budget-8g-nohost / experts-cpu-nohost keep the GPU
 # from reading any of the CPU's experts in host memory (GUILD_GPU_HOST_CHOICES=0);
 # budget-8g-ring keeps the experts on the mapping (pinned staging
-# ring); budget-8g-pageable also turns the ring off (driver's pageable copies). GUILD_BENCH_TIMEOUT limits each (seconds).
+# ring); budget-8g-pageable also turns the ring off (driver's pageable copies); all-gpu-ctx4k and
+# all-gpu-ctx32k decode with the KV cache the app sizes by default (4096
+# positions) and a long one, instead of the prompt + generated tokens. GUILD_BENCH_TIMEOUT limits each (seconds).
 set -u -o pipefail
 OUT=${1:?usage: bench_hybrid.sh OUT_DIR [MODEL]}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -50,6 +52,8 @@ for c in $CONFIGS; do
     all-gpu) run all-gpu 3 --gpu cuda:0 ;;
     all-gpu-nopdl) GUILD_CUDA_PDL=0 run all-gpu-nopdl 2 --gpu cuda:0 ;;
     all-gpu-unfused) GUILD_CUDA_FUSED=0 run all-gpu-unfused 2 --gpu cuda:0 ;;
+    all-gpu-ctx4k) run all-gpu-ctx4k 2 --gpu cuda:0 --ctx 4096 ;;
+    all-gpu-ctx32k) run all-gpu-ctx32k 2 --gpu cuda:0 --ctx 32768 ;;
     budget-16g) run budget-16g 3 --gpu cuda:0 --gpu-budget-gib 16 ;;
     budget-16g-stream) GUILD_PREFILL_STREAM_MIN=1 run budget-16g-stream 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
     budget-16g-cpu) GUILD_PREFILL_STREAM_MIN=0 run budget-16g-cpu 2 --gpu cuda:0 --gpu-budget-gib 16 ;;
@@ -71,7 +75,7 @@ python3 - "$OUT" $CONFIGS > "$OUT/hybrid-bench.txt" <<'PY'
 import json, sys, os
 out, asked = sys.argv[1], set(sys.argv[2:])
 print(f"{'config':<19} {'pp512 tok/s':>12} {'tg128 tok/s':>12} {'ttft ms':>9} {'VRAM GiB':>9} {'RSS GiB':>8} {'gpu/peer/cpu experts':>21} {'hit rate':>8} {'probe: ms':>9} {'cpu busy':>8} {'streamed':>8} {'RAM GB/s':>8}")
-names = ["all-gpu", "all-gpu-nopdl", "all-gpu-unfused", "two-gpus-8g", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
+names = ["all-gpu", "all-gpu-nopdl", "all-gpu-unfused", "all-gpu-ctx4k", "all-gpu-ctx32k", "two-gpus-8g", "budget-16g", "budget-16g-stream", "budget-16g-cpu", "budget-8g", "budget-8g-stream", "budget-8g-cpu",
          "budget-8g-nohold", "budget-8g-nohost", "budget-8g-ring", "budget-8g-pageable", "experts-cpu", "experts-cpu-nohost",
          "cpu-only"]
 for name in names:
