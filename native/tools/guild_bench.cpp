@@ -201,6 +201,35 @@ int main(int argc, char** argv) {
     probe.set("streamed_layers", static_cast<unsigned long long>(g->decoder().streamed_layers() - streamed0));
     probe.set("stream_min_tokens", g->decoder().stream_min_tokens());
   }
+  // Hybrid decode, measured from the CPU's side: after the prompt, single
+  // tokens (greedy) with the expert pool's busy time and expert count read
+  // around them. wall - busy is what each token spends outside the CPU's
+  // experts (the GPU's layers, the hand-offs), the number to cut when the
+  // pool's own share is already at the host's RAM rate.
+  json::Value decode_probe = json::Value::object();
+  if (GpuExecution* g = model->gpu(); g && g->hybrid() && n_gen > 1) {
+    auto session = GuildSession::create(*model, opt.n_ctx, &err);
+    if (!session) tools::die(err);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    if (!session->eval(prompt, false, logits.data(), &err)) tools::die(err);
+    const int n_steps = std::min(n_gen, 64);
+    const double busy0 = g->cpu_expert_busy_ms();
+    const uint64_t experts0 = g->cpu_experts_computed();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_steps; ++i) {
+      const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (!session->eval(std::span<const int32_t>(&next, 1), false, logits.data(), &err)) tools::die(err);
+    }
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double busy_ms = g->cpu_expert_busy_ms() - busy0;
+    const double experts = static_cast<double>(g->cpu_experts_computed() - experts0);
+    decode_probe.set("tokens", n_steps);
+    decode_probe.set("ms_per_token", wall_ms / n_steps);
+    decode_probe.set("cpu_busy_ms_per_token", busy_ms / n_steps);
+    decode_probe.set("cpu_experts_per_token", experts / n_steps);
+    decode_probe.set("cpu_us_per_expert", experts > 0 ? busy_ms * 1000.0 / experts : 0.0);
+    decode_probe.set("outside_cpu_experts_ms_per_token", (wall_ms - busy_ms) / n_steps);
+  }
   json::Value out = json::Value::object();
   out.set("engine", "guild");
   out.set("model", args.get("model"));
@@ -240,6 +269,7 @@ int main(int argc, char** argv) {
     gpu.set("host_choice_replans", static_cast<unsigned long long>(g->host_replans()));
     if (opt.gpu_budget_bytes > 0) gpu.set("budget_gib", opt.gpu_budget_bytes / (1024.0 * 1024.0 * 1024.0));
     gpu.set("prefill_probe", std::move(probe));
+    if (g->hybrid()) gpu.set("decode_probe", std::move(decode_probe));
   } else {
     gpu.set("mode", "cpu only");
   }

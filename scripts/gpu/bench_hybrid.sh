@@ -106,6 +106,10 @@ for name in names:
             "held_out_hit_rate", "prefill_planned_miss_rate", "prefill_stream_min_tokens"]
     vals = " ".join(f"{k}={cal[k]:.4g}" if isinstance(cal.get(k), float) else f"{k}={cal[k]}" for k in keys if k in cal)
     print(f"{name:<19} calibration: {vals}")
+    dp = (json.load(open(os.path.join(out, f"bench-{name}.json"))).get("gpu", {}).get("decode_probe")
+          if os.path.exists(os.path.join(out, f"bench-{name}.json")) else None)
+    if dp:
+        print(f"{'':<19} decode probe: " + " ".join(f"{k}={dp[k]:.4g}" if isinstance(dp[k], float) else f"{k}={dp[k]}" for k in dp))
     for pc in cal.get("peers", []):
         print(f"{'':<19} peer {pc.get('device')}: " + " ".join(f"{k}={pc[k]:.4g}" if isinstance(pc[k], float) else f"{k}={pc[k]}" for k in pc))
 PY
