@@ -185,50 +185,64 @@ int main(int argc, char** argv) {
     if (res.tokens.size() > 1) tg.push_back((res.tokens.size() - 1) / (res.decode_ms / 1000.0));
     ttft.push_back(res.ttft_ms);
   }
+  // The timed runs' cache figures, before the probes below run more steps.
+  json::Value gpu = json::Value::object();
+  if (GpuExecution* g = model->gpu()) {
+    gpu.set("cache_hit_rate", g->take_hit_rate());
+    gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
+    gpu.set("graph_replays", g->decoder().graph_replays());
+    gpu.set("host_choices", g->host_choices());        // the GPU's share of the CPU's choices at the end
+    gpu.set("host_choice_replans", static_cast<unsigned long long>(g->host_replans()));
+  }
   // One more prompt pass with the GPU's counters read around it: how much of
   // the prefill the CPU expert pool was busy, and how many layers streamed.
   json::Value probe = json::Value::object();
+  double prefill_busy_ms = 0.0;
+  uint64_t prefill_experts = 0;
   if (GpuExecution* g = model->gpu()) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
     if (!session) tools::die(err);
     const double busy0 = g->cpu_expert_busy_ms();
+    const uint64_t experts0 = g->cpu_experts_computed();
     const uint64_t streamed0 = g->decoder().streamed_layers();
     std::vector<float> logits(static_cast<size_t>(model->hparams().n_vocab));
     const auto t0 = std::chrono::steady_clock::now();
     if (!session->eval(prompt, false, logits.data(), &err)) tools::die(err);
+    prefill_busy_ms = g->cpu_expert_busy_ms() - busy0;
+    prefill_experts = g->cpu_experts_computed() - experts0;
     probe.set("prefill_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    probe.set("cpu_expert_busy_ms", g->cpu_expert_busy_ms() - busy0);
+    probe.set("cpu_expert_busy_ms", prefill_busy_ms);
     probe.set("streamed_layers", static_cast<unsigned long long>(g->decoder().streamed_layers() - streamed0));
     probe.set("stream_min_tokens", g->decoder().stream_min_tokens());
   }
-  // Hybrid decode, measured from the CPU's side: after the prompt, single
-  // tokens (greedy) with the expert pool's busy time and expert count read
-  // around them. wall - busy is what each token spends outside the CPU's
-  // experts (the GPU's layers, the hand-offs), the number to cut when the
-  // pool's own share is already at the host's RAM rate.
+  // Hybrid decode, measured from the CPU's side: one more generation like the
+  // timed ones, with the expert pool's busy time and expert count read around
+  // it, less the prompt pass's (the probe above: the same prompt). wall - busy
+  // is what each token spends outside the CPU's experts (the GPU's layers, the
+  // hand-offs): the number to cut when the pool's own share is already at the
+  // host's RAM rate.
   json::Value decode_probe = json::Value::object();
   if (GpuExecution* g = model->gpu(); g && g->hybrid() && n_gen > 1) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
     if (!session) tools::die(err);
-    std::vector<float> logits(static_cast<size_t>(n_vocab));
-    if (!session->eval(prompt, false, logits.data(), &err)) tools::die(err);
-    const int n_steps = std::min(n_gen, 64);
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.max_new_tokens = n_gen;
+    req.sampling.temperature = 0.0f;
+    req.ignore_eog = true;
     const double busy0 = g->cpu_expert_busy_ms();
     const uint64_t experts0 = g->cpu_experts_computed();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n_steps; ++i) {
-      const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      if (!session->eval(std::span<const int32_t>(&next, 1), false, logits.data(), &err)) tools::die(err);
-    }
-    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const double busy_ms = g->cpu_expert_busy_ms() - busy0;
-    const double experts = static_cast<double>(g->cpu_experts_computed() - experts0);
+    GenerateResult res = session->generate(req);
+    if (res.stop == StopReason::Error) tools::die(res.error);
+    const double n_steps = static_cast<double>(res.tokens.size() > 1 ? res.tokens.size() - 1 : 1);
+    const double busy_ms = std::max(0.0, g->cpu_expert_busy_ms() - busy0 - prefill_busy_ms);
+    const double experts = static_cast<double>(g->cpu_experts_computed() - experts0 - prefill_experts);
     decode_probe.set("tokens", n_steps);
-    decode_probe.set("ms_per_token", wall_ms / n_steps);
+    decode_probe.set("ms_per_token", res.decode_ms / n_steps);
     decode_probe.set("cpu_busy_ms_per_token", busy_ms / n_steps);
     decode_probe.set("cpu_experts_per_token", experts / n_steps);
     decode_probe.set("cpu_us_per_expert", experts > 0 ? busy_ms * 1000.0 / experts : 0.0);
-    decode_probe.set("outside_cpu_experts_ms_per_token", (wall_ms - busy_ms) / n_steps);
+    decode_probe.set("outside_cpu_experts_ms_per_token", (res.decode_ms - busy_ms) / n_steps);
   }
   json::Value out = json::Value::object();
   out.set("engine", "guild");
@@ -247,7 +261,6 @@ int main(int argc, char** argv) {
   out.set("ttft_ms", stats(ttft));
   out.set("peak_rss_bytes", peak_rss_bytes());
   out.set("host_ram_read_gbps", ram_read_gbps(model->pool()));
-  json::Value gpu = json::Value::object();
   if (GpuExecution* g = model->gpu()) {
     const auto& mem = g->decoder().memory();
     gpu.set("mode", g->hybrid() ? (opt.experts_on_cpu ? "experts on the CPU" : "hybrid") : "all on the GPU");
@@ -262,11 +275,6 @@ int main(int argc, char** argv) {
     gpu.set("peer_experts", static_cast<unsigned long long>(g->peer_experts()));
     gpu.set("cpu_experts", static_cast<unsigned long long>(n_moe * model->hparams().n_expert - g->cached_experts() -
                                                            g->peer_experts()));
-    gpu.set("cache_hit_rate", g->take_hit_rate());
-    gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
-    gpu.set("graph_replays", g->decoder().graph_replays());
-    gpu.set("host_choices", g->host_choices());        // the GPU's share of the CPU's choices at the end
-    gpu.set("host_choice_replans", static_cast<unsigned long long>(g->host_replans()));
     if (opt.gpu_budget_bytes > 0) gpu.set("budget_gib", opt.gpu_budget_bytes / (1024.0 * 1024.0 * 1024.0));
     gpu.set("prefill_probe", std::move(probe));
     if (g->hybrid()) gpu.set("decode_probe", std::move(decode_probe));
