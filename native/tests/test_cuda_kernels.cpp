@@ -1002,15 +1002,15 @@ struct RandomKv {
 // workspace reused across positions gives the same bits as a fresh one each
 // time, the counters are zero after every call, and the output matches the
 // CPU. Head sizes 80 (no Q8_1 output) and 256 (the merge takes two passes of
-// the block's threads); one, three (of a block's four), four and six (of
-// eight) heads per block; 157 chunks (the merge's factors in two tiles).
+// the block's threads); one, three (of a block's four), four, six and eight
+// heads per block; 157 chunks (the merge's factors in two tiles).
 TEST(attention_decode_reuses_workspace) {
   need_gpu();
   ThreadPool pool(2);
   struct Case { int n_ctx, n_head, n_kv, D; };
   for (const Case& c : {Case{300, 8, 2, 80}, Case{300, 8, 2, 128}, Case{300, 8, 2, 256}, Case{8192, 8, 2, 80},
                         Case{8192, 8, 2, 128}, Case{8192, 8, 2, 256}, Case{6000, 12, 2, 128}, Case{8192, 12, 2, 64},
-                        Case{20000, 8, 2, 128}}) {
+                        Case{20000, 8, 2, 128}, Case{8192, 16, 2, 128}}) {
     const int n_ctx = c.n_ctx, n_head = c.n_head, n_kv = c.n_kv, D = c.D;
     RandomKv rk(n_ctx, n_head, n_kv, D);
     REQUIRE(rk.ok);
