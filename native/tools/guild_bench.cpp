@@ -170,16 +170,21 @@ int main(int argc, char** argv) {
     if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
   }
   if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
-  std::vector<double> pp, tg, ttft;
-  for (int r = 0; r < reps; ++r) {
+  // The whole prompt, then n_gen greedy tokens in a fresh session (a fixed
+  // number of decode steps: end-of-generation tokens do not stop it).
+  auto timed_generation = [&] {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
     if (!session) tools::die(err);
     GenerateRequest req;
     req.prompt = prompt;
     req.max_new_tokens = n_gen;
     req.sampling.temperature = 0.0f;
-    req.ignore_eog = true;  // a fixed number of decode steps
-    GenerateResult res = session->generate(req);
+    req.ignore_eog = true;
+    return session->generate(req);
+  };
+  std::vector<double> pp, tg, ttft;
+  for (int r = 0; r < reps; ++r) {
+    GenerateResult res = timed_generation();
     if (res.stop == StopReason::Error) tools::die(res.error);
     pp.push_back(res.n_prompt / (res.prompt_ms / 1000.0));
     if (res.tokens.size() > 1) tg.push_back((res.tokens.size() - 1) / (res.decode_ms / 1000.0));
@@ -223,16 +228,9 @@ int main(int argc, char** argv) {
   // host's RAM rate.
   json::Value decode_probe = json::Value::object();
   if (GpuExecution* g = model->gpu(); g && g->hybrid() && n_gen > 1) {
-    auto session = GuildSession::create(*model, opt.n_ctx, &err);
-    if (!session) tools::die(err);
-    GenerateRequest req;
-    req.prompt = prompt;
-    req.max_new_tokens = n_gen;
-    req.sampling.temperature = 0.0f;
-    req.ignore_eog = true;
     const double busy0 = g->cpu_expert_busy_ms();
     const uint64_t experts0 = g->cpu_experts_computed();
-    GenerateResult res = session->generate(req);
+    GenerateResult res = timed_generation();
     if (res.stop == StopReason::Error) tools::die(res.error);
     const double n_steps = static_cast<double>(res.tokens.size() > 1 ? res.tokens.size() - 1 : 1);
     const double busy_ms = std::max(0.0, g->cpu_expert_busy_ms() - busy0 - prefill_busy_ms);
