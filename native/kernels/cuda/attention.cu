@@ -321,14 +321,12 @@ cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work,
   int8_t* yq = q8 ? q8->qs : nullptr;
   half2* yds = q8 ? reinterpret_cast<half2*>(q8->ds) : nullptr;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);
-  if (hpb == 1)
-    launch_pdl(attn_decode_kernel<D, 1>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
-  else if (hpb == 2)
-    launch_pdl(attn_decode_kernel<D, 2>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
-  else if (hpb <= 4)
-    launch_pdl(attn_decode_kernel<D, 4>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
-  else
-    launch_pdl(attn_decode_kernel<D, 8>, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  // The kernel's head capacity GM: the power of two at or above hpb.
+  auto* kernel = hpb == 1 ? attn_decode_kernel<D, 1>
+                 : hpb == 2 ? attn_decode_kernel<D, 2>
+                 : hpb <= 4 ? attn_decode_kernel<D, 4>
+                            : attn_decode_kernel<D, 8>;
+  launch_pdl(kernel, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
   return launch_status();
 }
 
