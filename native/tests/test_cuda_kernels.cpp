@@ -1040,17 +1040,46 @@ TEST(attention_decode_reuses_workspace) {
       CHECK_MSG(got == out_b.down(), "attention_decode D %d n_ctx %d pos %d: reused workspace differs", D, n_ctx, pos);
       if (q8)
         CHECK_MSG(qs_a.down() == qs_b.down() && ds_a.down() == ds_b.down(), "D %d pos %d: Q8_1 differs", D, pos);
-      const std::vector<float> w = shared_work.down();
-      int nonzero = 0;
-      for (int i = 0; i < n_head; ++i) {
-        uint32_t counter = 0;
-        std::memcpy(&counter, &w[wf - n_head + i], sizeof counter);
-        nonzero += counter != 0;
-      }
+      auto nonzero_counters = [&] {
+        const std::vector<float> w = shared_work.down();
+        int nonzero = 0;
+        for (int i = 0; i < n_head; ++i) {
+          uint32_t counter = 0;
+          std::memcpy(&counter, &w[wf - n_head + i], sizeof counter);
+          nonzero += counter != 0;
+        }
+        return nonzero;
+      };
+      int nonzero = nonzero_counters();
       CHECK_MSG(nonzero == 0, "attention_decode D %d pos %d: %d head-set counters left non-zero", D, pos, nonzero);
       std::vector<double> refd(ref.begin(), ref.end());
       const double err = rel_err(got, refd);
       CHECK_MSG(err <= 1e-4, "attention_decode D %d n_ctx %d pos %d: rel err %.3g", D, n_ctx, pos, err);
+      // Launches sized for fewer positions on the same workspace (the
+      // decoder's ranges; here the exact length, and from half to about twice
+      // it): smaller grids, other head splits, the same answer, the counters
+      // still zero.
+      struct Range { int min, max; };
+      for (const Range rg : {Range{pos + 1, pos + 1}, Range{pos / 2 + 1, std::min(n_ctx, 2 * pos + 2)}}) {
+        const int kv_max = rg.max;
+        a.n_kv_min = rg.min;
+        a.n_kv_max = rg.max;
+        CUDA_OK(gc::attention_decode(a, dpos.p, shared_work.p, q8 ? &q8b : nullptr, nullptr));
+        const double e2 = rel_err(out_b.down(), refd);
+        CHECK_MSG(e2 <= 1e-4, "attention_decode D %d n_ctx %d pos %d n_kv_max %d: rel err %.3g", D, n_ctx, pos,
+                  kv_max, e2);
+        nonzero = nonzero_counters();
+        CHECK_MSG(nonzero == 0, "D %d pos %d n_kv_max %d: %d counters left non-zero", D, pos, kv_max, nonzero);
+      }
+      a.n_kv_min = 0;
+      a.n_kv_max = n_ctx + 1;  // past the cache: refused
+      CHECK(gc::attention_decode(a, dpos.p, shared_work.p, nullptr, nullptr) == cudaErrorInvalidValue);
+      a.n_kv_max = -1;
+      CHECK(gc::attention_decode(a, dpos.p, shared_work.p, nullptr, nullptr) == cudaErrorInvalidValue);
+      a.n_kv_min = pos + 2;  // above n_kv_max: refused
+      a.n_kv_max = pos + 1;
+      CHECK(gc::attention_decode(a, dpos.p, shared_work.p, nullptr, nullptr) == cudaErrorInvalidValue);
+      a.n_kv_min = a.n_kv_max = 0;
     }
   }
 }

@@ -5,9 +5,10 @@
 //    broadcast from shared memory), chunk softmax, P·V with a deterministic
 //    reduction; the last block of a head set to finish (a counter per set)
 //    merges the chunks (log-sum-exp) and can emit the Q8_1 input of the
-//    output projection: no separate combine launch. The grid covers the whole
-//    context and blocks past the current length exit, so the launch has the
-//    same shape at every step (CUDA graphs); the length is read from device memory.
+//    output projection: no separate combine launch. The grid covers a range
+//    of positions the host names (n_kv_max: a captured step serves every
+//    position below it) and blocks past the current length exit; the length
+//    is read from device memory.
 //  * prefill (several query tokens): flash attention with tensor cores: 64
 //    queries per block (16 per warp), K/V tiles of 64 positions by cp.async,
 //    S = Q·Kᵀ and O += P·V by mma.sync.m16n8k16 (fp16 in, fp32 out), online
@@ -35,7 +36,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast
 // ---- decode ----------------------------------------------------------------------------------
 
 // Heads per block: the largest divisor of the group size (<= 8) that still
-// gives kDecodeMinBlocks blocks; below that, one head per block. A block's
+// gives kDecodeMinBlocks blocks over the chunks of the launch's shortest
+// length (n_kv_min); below that, one head per block. A block's
 // heads share its reads of the K/V chunk, but at short contexts (few chunks)
 // a step is latency-bound and more, smaller blocks finish sooner (the other
 // heads of a group then read the chunk from L2).
@@ -79,7 +81,9 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int chunk = blockIdx.y;
   const int group = a.n_head / a.n_head_kv;
   const int h0 = kvh * group + blockIdx.z * hpb;
-  const int n_kv = min(*pos0 + 1, a.n_ctx);  // the host checks pos < n_ctx; past it, stay inside the grid and cache
+  // The launch sets n_kv_max (<= n_ctx, within the grid); the host keeps pos
+  // below it. Past it, stay inside the grid and the cache.
+  const int n_kv = min(*pos0 + 1, a.n_kv_max);
   const int c0 = chunk * kChunk;
   if (c0 >= n_kv) return;
   const int c1 = min(c0 + kChunk, n_kv);
@@ -313,11 +317,16 @@ template <int D>
 cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* q8,
                             const DecodePostDev& post, cudaStream_t s) {
   const int group = a.n_head / a.n_head_kv;
-  const int n_chunks = (a.n_ctx + kChunk - 1) / kChunk;
-  const int hpb = heads_per_block(group, a.n_head_kv * n_chunks);
+  // The workspace is laid out for the capacity; the grid covers n_kv_max.
+  const int ctx_chunks = (a.n_ctx + kChunk - 1) / kChunk;
+  AttnArgs la = a;
+  la.n_kv_max = a.n_kv_max > 0 ? a.n_kv_max : a.n_ctx;
+  la.n_kv_min = a.n_kv_min > 0 ? a.n_kv_min : la.n_kv_max;
+  const int n_chunks = (la.n_kv_max + kChunk - 1) / kChunk;
+  const int hpb = heads_per_block(group, a.n_head_kv * ((la.n_kv_min + kChunk - 1) / kChunk));
   float* part_o = work;
-  float* part_ml = work + static_cast<size_t>(n_chunks) * a.n_head * D;
-  unsigned int* counters = reinterpret_cast<unsigned int*>(part_ml + static_cast<size_t>(n_chunks) * a.n_head * 2);
+  float* part_ml = work + static_cast<size_t>(ctx_chunks) * a.n_head * D;
+  unsigned int* counters = reinterpret_cast<unsigned int*>(part_ml + static_cast<size_t>(ctx_chunks) * a.n_head * 2);
   int8_t* yq = q8 ? q8->qs : nullptr;
   half2* yds = q8 ? reinterpret_cast<half2*>(q8->ds) : nullptr;
   dim3 grid(a.n_head_kv, n_chunks, group / hpb);
@@ -326,7 +335,7 @@ cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work,
                  : hpb == 2 ? attn_decode_kernel<D, 2>
                  : hpb <= 4 ? attn_decode_kernel<D, 4>
                             : attn_decode_kernel<D, 8>;
-  launch_pdl(kernel, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  launch_pdl(kernel, grid, dim3(kDecodeThreads), 0, s, la, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
   return launch_status();
 }
 
@@ -560,6 +569,9 @@ static cudaError_t attention_decode_impl(const AttnArgs& a, const int32_t* pos0,
   GUILD_CUDA_RETURN_IF(!attention_head_dim_supported(a.head_dim, false), cudaErrorNotSupported);
   GUILD_CUDA_RETURN_IF(out_q8 && (a.head_dim % 32 != 0 || !out_q8->qs || !out_q8->ds), cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF((a.n_ctx + kChunk - 1) / kChunk > 65535, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(a.n_kv_max < 0 || a.n_kv_max > a.n_ctx || a.n_kv_min < 0 ||
+                           a.n_kv_min > (a.n_kv_max > 0 ? a.n_kv_max : a.n_ctx),
+                       cudaErrorInvalidValue);
   switch (a.head_dim) {
     case 32: return launch_decode_d<32>(a, pos0, work, out_q8, post, s);
     case 64: return launch_decode_d<64>(a, pos0, work, out_q8, post, s);

@@ -215,13 +215,20 @@ struct AttnArgs {
   const uint16_t* v_cache = nullptr;
   int n_head = 0, n_head_kv = 0, head_dim = 0;
   int n_ctx = 0;                                      // cache capacity (positions)
+  // Decode: the launch serves lengths (*pos0 + 1) in [n_kv_min, n_kv_max]
+  // (0: n_ctx and n_kv_max). n_kv_max sizes the grid, n_kv_min picks the
+  // heads per block (enough blocks already at the shortest length).
+  int n_kv_min = 0, n_kv_max = 0;
   float scale = 1.0f;
   float* out = nullptr; int64_t out_stride = 0;       // [n_tokens][n_head*head_dim]
 };
 // One query token at position *pos0, causal over [0, *pos0]: split-K flash
 // decoding (chunks of 128 positions per block, up to 8 heads of a KV group per
-// block: fewer when that leaves under 128 blocks for n_ctx, the grid's extent);
-// the last block of each head set to finish merges the chunks. work:
+// block: fewer when that leaves under 128 blocks at a.n_kv_min positions);
+// the last block of each head set to finish merges the chunks. The grid
+// covers a.n_kv_max positions, and *pos0 must be below it: the host knows the
+// range (a captured step serves a range of positions), and a short range
+// gives a small grid and more, smaller blocks. work:
 // attention_decode_workspace_floats floats, zero before the first call (its
 // tail holds the head sets' counters; every call leaves them zero), one call
 // at a time per workspace, and the same n_head, head_dim and n_ctx for every

@@ -372,8 +372,13 @@ struct CudaDecoder::Impl {
   MoeGroups groups;
   int32_t* h_pinned = nullptr;  // [T tokens][1 pos0][T argmax]
 
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t graph_exec = nullptr;
+  // Captured decode steps, one per range of positions: graph k serves
+  // positions [decode_range_start(k), decode_range_end(k)) (ends 512 << k, the
+  // last one n_ctx). The range's end sizes the attention grid, its start the
+  // heads per block, so a short conversation in a large cache is not launched
+  // as if the cache were full. Each is captured the first time it is needed.
+  std::vector<cudaGraphExec_t> graph_execs;
+  int decode_kv_min = 0, decode_kv_max = 0;  // this forward's decode attention lengths
   int replays = 0;
   std::string err;
 
@@ -474,8 +479,7 @@ struct CudaDecoder::Impl {
       server_cv.notify_one();
       server.join();
     }
-    if (graph_exec) cudaGraphExecDestroy(graph_exec);
-    if (graph) cudaGraphDestroy(graph);
+    drop_graph();
     if (stream) cudaStreamDestroy(stream);
     if (ev_done) cudaEventDestroy(ev_done);
     if (weight_mem) cudaFree(weight_mem);
@@ -513,13 +517,29 @@ struct CudaDecoder::Impl {
     return false;
   }
 
-  // The captured decode step is recaptured at the next single-token step
-  // (after a change to something it has as a kernel argument).
+  // The captured decode steps are recaptured at the next single-token steps
+  // (after a change to something they have as a kernel argument).
   void drop_graph() {
-    if (graph_exec) cudaGraphExecDestroy(graph_exec);
-    if (graph) cudaGraphDestroy(graph);
-    graph_exec = nullptr;
-    graph = nullptr;
+    for (cudaGraphExec_t& g : graph_execs) {
+      if (g) cudaGraphExecDestroy(g);
+      g = nullptr;
+    }
+  }
+
+  // Decode graph ranges: positions [0, 512), [512, 1024), [1024, 2048), ...
+  static constexpr int kFirstDecodeRange = 512;
+  int decode_range_of(int pos) const {
+    int k = 0;
+    while (static_cast<int64_t>(kFirstDecodeRange) << k <= pos) ++k;
+    return k;
+  }
+  int decode_range_end(int k) const {
+    return static_cast<int>(std::min<int64_t>(static_cast<int64_t>(kFirstDecodeRange) << k, opt.n_ctx));
+  }
+  int decode_range_start(int k) const { return k == 0 ? 0 : decode_range_end(k - 1); }
+  void set_decode_range(int k) {
+    decode_kv_min = decode_range_start(k) + 1;
+    decode_kv_max = decode_range_end(k);
   }
 
   DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const {
@@ -695,6 +715,8 @@ struct CudaDecoder::Impl {
     a.n_head_kv = hp.n_head_kv;
     a.head_dim = hp.head_dim_k;
     a.n_ctx = opt.n_ctx;
+    a.n_kv_min = n == 1 ? decode_kv_min : 0;
+    a.n_kv_max = n == 1 ? decode_kv_max : 0;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
     a.out = attn; a.out_stride = L.q_dim;
     Src as{attn, n, L.q_dim};
@@ -1254,7 +1276,9 @@ struct CudaDecoder::Impl {
     return e == cudaSuccess || fail("argmax_rows", e);
   }
 
-  bool capture_decode_graph() {
+  // The single-token step for positions below decode_range_end(range).
+  bool capture_decode_graph(int range) {
+    set_decode_range(range);
     cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return fail("cudaStreamBeginCapture", e);
     const bool ok = enqueue_body(1) && enqueue_head(0, 1);
@@ -1265,12 +1289,10 @@ struct CudaDecoder::Impl {
       return false;
     }
     if (e != cudaSuccess) return fail("cudaStreamEndCapture", e);
-    graph = g;
-    e = cudaGraphInstantiate(&graph_exec, graph, 0);
+    e = cudaGraphInstantiate(&graph_execs[range], g, 0);
+    cudaGraphDestroy(g);  // the executable graph is independent of it
     if (e != cudaSuccess) {
-      cudaGraphDestroy(graph);
-      graph = nullptr;
-      graph_exec = nullptr;
+      graph_execs[range] = nullptr;
       return fail("cudaGraphInstantiate", e);
     }
     return true;
@@ -1584,6 +1606,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   I.logits = a.take<float>(static_cast<size_t>(L.logits_rows) * hp.n_vocab);
   I.rope_cs = a.take<float>(T * std::max(2, hp.rope.n_rot));
   I.attn_work = a.take<float>(attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, options.n_ctx));  // zero (scratch): its counters
+  I.graph_execs.assign(static_cast<size_t>(I.decode_range_of(options.n_ctx - 1)) + 1, nullptr);
   I.act_q8.qs = a.take<int8_t>(static_cast<size_t>(L.act_rows) * L.widest);
   I.act_q8.qs_stride = L.widest;
   I.act_q8.ds = a.take<uint32_t>(static_cast<size_t>(L.act_rows) * (L.widest / 32));
@@ -1717,14 +1740,19 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
   };
   int pending_r0 = 0, pending_rows = 0;
   if (n == 1 && I.opt.use_graphs) {
-    if (!I.graph_exec && !I.capture_decode_graph()) return failed(I.err);
-    if ((e = cudaGraphLaunch(I.graph_exec, I.stream)) != cudaSuccess) return failed(cuda_msg("cudaGraphLaunch", e));
+    const int range = I.decode_range_of(pos0);
+    if (!I.graph_execs[range] && !I.capture_decode_graph(range)) return failed(I.err);
+    if ((e = cudaGraphLaunch(I.graph_execs[range], I.stream)) != cudaSuccess)
+      return failed(cuda_msg("cudaGraphLaunch", e));
     ++I.replays;
     if ((e = copy_logits(0, 1)) != cudaSuccess) return failed(cuda_msg("cudaMemcpyAsync (logits)", e));
     if ((e = cudaMemcpyAsync(h_argmax, I.d_argmax, 4, cudaMemcpyDeviceToHost, I.stream)) != cudaSuccess)
       return failed(cuda_msg("cudaMemcpyAsync (argmax)", e));
     pending_rows = 1;
   } else {
+    // Plain single-token launches take the graph's range too: graphs on or
+    // off, the same grid and head split, so the same bits.
+    I.set_decode_range(I.decode_range_of(pos0));
     if (!I.enqueue_body(n)) return failed(I.err);
     for (int r0 = 0; r0 < rows; r0 += L.logits_rows) {
       const int cr = std::min(L.logits_rows, rows - r0);
