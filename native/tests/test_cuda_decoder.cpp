@@ -228,61 +228,82 @@ TEST(greedy_decode_matches_cpu_and_graphs_replay_exactly) {
 }
 
 // Decode steps across the decoder's position ranges (a captured graph per
-// range: [0, 512), [512, 1024), then the rest of the context): replayed steps
-// equal plain launches bit for bit and agree with a prefill of the whole
-// sequence (a different attention kernel) at every position.
+// range: [0, 512), [512, 1024), then [1024, n_ctx) here): replayed steps equal
+// plain launches bit for bit and agree with a prefill of the same positions
+// (a different attention kernel); each range is captured once.
 TEST(decode_ranges_match_plain_launches_and_prefill) {
   const std::string fx = check::fixtures_dir();
   need_gpu();
   Pair pr;
-  const int n_ctx = 1100, prompt_len = 500, steps = 30;
+  const int n_ctx = 1100;
   if (!load_pair(fx, "qwen3moe-a-F32", n_ctx, &pr)) SKIP_TEST("qwen3moe-a-F32 fixture not found");
   const int n_vocab = pr.model->hparams().n_vocab;
-  std::vector<int32_t> seq(prompt_len);
-  for (int i = 0; i < prompt_len; ++i) seq[i] = static_cast<int32_t>((i * 7919 + 13) % std::min(n_vocab, 4000));
+  std::vector<int32_t> seq(n_ctx);
+  for (int i = 0; i < n_ctx; ++i) seq[i] = static_cast<int32_t>((i * 7919 + 13) % std::min(n_vocab, 4000));
   std::string err;
   std::vector<float> gl(n_vocab);
-  std::vector<std::vector<float>> graph_logits;
+  // Positions [p0, p0 + n) as prompts of at most 512 tokens (rows: every row's logits, or null).
+  auto prefill = [&](int p0, int n, std::vector<float>* rows) {
+    pr.gpu->set_use_graphs(true);
+    if (rows) rows->assign(static_cast<size_t>(n) * n_vocab, 0.0f);
+    for (int i = 0; i < n; i += 512) {
+      const int m = std::min(512, n - i);
+      float* out = rows ? rows->data() + static_cast<size_t>(i) * n_vocab : gl.data();
+      if (!pr.gpu->forward(seq.data() + p0 + i, m, p0 + i, out, rows != nullptr, &err)) return false;
+    }
+    return true;
+  };
+  // Single-token steps at positions [p0, p0 + n), with or without graphs.
+  auto steps = [&](int p0, int n, bool graphs, std::vector<std::vector<float>>* out) {
+    pr.gpu->set_use_graphs(graphs);
+    for (int i = 0; i < n; ++i) {
+      if (!pr.gpu->forward(&seq[p0 + i], 1, p0 + i, gl.data(), false, &err)) return false;
+      out->push_back(gl);
+    }
+    return true;
+  };
+  struct Segment { int prefill_from, first, n, captures; };
+  // Steps 500..529 cross into the second range; 1040..1059 are in the last,
+  // clamped one. Captures so far after each segment: 2, then 3.
+  const int replays0 = pr.gpu->graph_replays(), captures0 = pr.gpu->graph_captures();
+  int replayed = 0;
+  for (const Segment sg : {Segment{0, 500, 30, 2}, Segment{530, 1040, 20, 3}}) {
+    REQUIRE(prefill(sg.prefill_from, sg.first - sg.prefill_from, nullptr));
+    std::vector<std::vector<float>> graph_logits, plain_logits;
+    REQUIRE(steps(sg.first, sg.n, true, &graph_logits));
+    replayed += sg.n;
+    CHECK_MSG(pr.gpu->graph_captures() - captures0 == sg.captures, "positions %d..: %d graphs captured, want %d",
+              sg.first, pr.gpu->graph_captures() - captures0, sg.captures);
+    // The same steps again, plain (each step rewrites its own cache row with the same bits).
+    REQUIRE(steps(sg.first, sg.n, false, &plain_logits));
+    int differ = 0;
+    for (int i = 0; i < sg.n; ++i)
+      differ += std::memcmp(plain_logits[i].data(), graph_logits[i].data(), n_vocab * sizeof(float)) != 0;
+    CHECK_MSG(differ == 0, "%d of %d steps from %d differ between graph replay and plain launches", differ, sg.n,
+              sg.first);
+    std::vector<float> rows;
+    REQUIRE(prefill(sg.first, sg.n, &rows));
+    double worst = 0.0;
+    int worst_pos = -1;
+    for (int i = 0; i < sg.n; ++i) {
+      const float* want = rows.data() + static_cast<size_t>(i) * n_vocab;
+      double sq = 0.0;
+      for (int t = 0; t < n_vocab; ++t) sq += (graph_logits[i][t] - want[t]) * (graph_logits[i][t] - want[t]);
+      const double rms = std::sqrt(sq / n_vocab);
+      if (rms > worst) { worst = rms; worst_pos = sg.first + i; }
+    }
+    std::printf("  positions %d..%d: worst rms |decode - prefill| %.3g (position %d)\n", sg.first,
+                sg.first + sg.n - 1, worst, worst_pos);
+    CHECK_MSG(worst <= 0.05, "decode and prefill logits differ: rms %.3g at position %d", worst, worst_pos);
+  }
+  CHECK_MSG(pr.gpu->graph_replays() - replays0 == replayed, "%d graph replays for %d steps",
+            pr.gpu->graph_replays() - replays0, replayed);
+  // prepare_graphs: nothing left to capture here; positions past the context refused.
+  CHECK(pr.gpu->prepare_graphs(0, n_ctx - 1, &err));
+  CHECK(pr.gpu->graph_captures() - captures0 == 3);
+  CHECK(!pr.gpu->prepare_graphs(0, n_ctx, &err));
+  CHECK(!err.empty());
   pr.gpu->set_use_graphs(true);
-  const int replays0 = pr.gpu->graph_replays();
-  REQUIRE(pr.gpu->forward(seq.data(), prompt_len, 0, gl.data(), false, &err));
-  for (int i = 0; i < steps; ++i) {
-    seq.push_back(argmax(gl.data(), n_vocab));
-    REQUIRE(pr.gpu->forward(&seq.back(), 1, prompt_len + i, gl.data(), false, &err));
-    graph_logits.push_back(gl);
-  }
-  CHECK_MSG(pr.gpu->graph_replays() - replays0 == steps, "%d graph replays for %d steps",
-            pr.gpu->graph_replays() - replays0, steps);
-
-  pr.gpu->set_use_graphs(false);
-  REQUIRE(pr.gpu->forward(seq.data(), prompt_len, 0, gl.data(), false, &err));
-  int differ = 0;
-  for (int i = 0; i < steps; ++i) {
-    REQUIRE(pr.gpu->forward(&seq[prompt_len + i], 1, prompt_len + i, gl.data(), false, &err));
-    differ += std::memcmp(gl.data(), graph_logits[i].data(), n_vocab * sizeof(float)) != 0;
-  }
-  CHECK_MSG(differ == 0, "%d of %d steps differ between graph replay and plain launches", differ, steps);
-  pr.gpu->set_use_graphs(true);
-
-  // The whole sequence as prompts (at most 512 tokens a forward), every row.
-  const int total = static_cast<int>(seq.size());
-  std::vector<float> rows(static_cast<size_t>(total) * n_vocab);
-  for (int p0 = 0; p0 < total; p0 += 512) {
-    const int n = std::min(512, total - p0);
-    REQUIRE(pr.gpu->forward(seq.data() + p0, n, p0, rows.data() + static_cast<size_t>(p0) * n_vocab, true, &err));
-  }
-  double worst = 0.0;
-  int worst_pos = -1;
-  for (int i = 0; i < steps; ++i) {
-    const float* want = rows.data() + static_cast<size_t>(prompt_len + i) * n_vocab;
-    double sq = 0.0;
-    for (int t = 0; t < n_vocab; ++t) sq += (graph_logits[i][t] - want[t]) * (graph_logits[i][t] - want[t]);
-    const double rms = std::sqrt(sq / n_vocab);
-    if (rms > worst) { worst = rms; worst_pos = prompt_len + i; }
-  }
-  std::printf("  positions %d..%d: worst rms |decode - prefill| %.3g (position %d)\n", prompt_len,
-              prompt_len + steps - 1, worst, worst_pos);
-  CHECK_MSG(worst <= 0.05, "decode and prefill logits differ: rms %.3g at position %d", worst, worst_pos);
 }
 
 // Bad arguments are refused with a message; the decoder stays usable.

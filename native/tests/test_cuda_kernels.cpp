@@ -1064,10 +1064,19 @@ TEST(attention_decode_reuses_workspace) {
         const int kv_max = rg.max;
         a.n_kv_min = rg.min;
         a.n_kv_max = rg.max;
+        // Outputs filled first: NaN floats, and -128 codes (Q8_1 makes none).
+        out_b.poison();
+        cudaMemset(qs_b.p, 0x80, qs_b.n);
         CUDA_OK(gc::attention_decode(a, dpos.p, shared_work.p, q8 ? &q8b : nullptr, nullptr));
         const double e2 = rel_err(out_b.down(), refd);
         CHECK_MSG(e2 <= 1e-4, "attention_decode D %d n_ctx %d pos %d n_kv_max %d: rel err %.3g", D, n_ctx, pos,
                   kv_max, e2);
+        if (q8) {
+          const std::vector<int8_t> qa = qs_a.down(), qb = qs_b.down();
+          int bad = 0;
+          for (size_t i = 0; i < qa.size(); ++i) bad += qb[i] == -128 || std::abs(qb[i] - qa[i]) > 1;
+          CHECK_MSG(bad == 0, "D %d pos %d n_kv_max %d: %d Q8_1 codes unwritten or off", D, pos, kv_max, bad);
+        }
         nonzero = nonzero_counters();
         CHECK_MSG(nonzero == 0, "D %d pos %d n_kv_max %d: %d counters left non-zero", D, pos, kv_max, nonzero);
       }

@@ -30,7 +30,8 @@ const char* kUsage =
     "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
     "                   [--gpu-peers cuda:N,...] [--gpu-peer-budget-gib X]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
-    "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps\n"
+    "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps, and the\n"
+    "             decode graphs of the timed steps' positions captured\n"
     "  --gpu: where to run (default auto: the GPU when the build and machine have one)\n"
     "  --gpu-budget-gib X: device memory for the model; experts beyond it are computed by the CPU pool\n"
     "  --experts-cpu: every routed expert on the CPU (dense weights and KV on the GPU)\n"
@@ -168,6 +169,11 @@ int main(int argc, char** argv) {
     req.sampling.temperature = 0.0f;
     req.ignore_eog = true;
     if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
+    // The decode graphs of the timed steps' positions (captured per range of
+    // positions): a capture inside a timed run is a one-off, not decode speed.
+    if (model->gpu() && n_gen > 1 && n_prompt < opt.n_ctx &&
+        !model->gpu()->decoder().prepare_graphs(n_prompt, std::min(n_prompt + n_gen, opt.n_ctx) - 1, &err))
+      tools::die(err);
   }
   if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
   // The whole prompt, then n_gen greedy tokens in a fresh session (a fixed
@@ -196,6 +202,7 @@ int main(int argc, char** argv) {
     gpu.set("cache_hit_rate", g->take_hit_rate());
     gpu.set("cache_swaps", static_cast<unsigned long long>(g->swaps()));
     gpu.set("graph_replays", g->decoder().graph_replays());
+    gpu.set("graph_captures", g->decoder().graph_captures());
     gpu.set("host_choices", g->host_choices());        // the GPU's share of the CPU's choices at the end
     gpu.set("host_choice_replans", static_cast<unsigned long long>(g->host_replans()));
   }

@@ -14,20 +14,19 @@ PATCH=$(realpath "${2:?usage: ab_patch.sh OUT_DIR PATCH [ROUNDS] [-- args]}")
 shift 2
 ROUNDS=3
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then ROUNDS=$1; shift; fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive number (guild-bench args go after --)"; exit 2; }
 [ "${1:-}" = "--" ] && shift
 ARGS=("$@"); [ ${#ARGS[@]} -gt 0 ] || ARGS=(--gpu cuda:0)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$OUT"
-# A's tree is made once per PATCH on this machine (a second call with the same
-# PATCH, e.g. other bench args, reuses it and its build).
-A_SRC=/tmp/guild-ab-a
-if ! cmp -s "$PATCH" "$A_SRC/.ab-patch"; then
-  rm -rf "$A_SRC" && mkdir -p "$A_SRC"
-  (cd "$ROOT" && tar --exclude='./build*' --exclude=./node_modules --exclude=./.device-fixtures -cf - .) |
-    tar -xf - -C "$A_SRC"
-  (cd "$A_SRC" && git apply "$PATCH") || { echo "PATCH does not apply"; exit 1; }
-  cp "$PATCH" "$A_SRC/.ab-patch"
-fi
+# A's tree: a fresh copy of the working tree with PATCH applied, built from
+# scratch every call (a copy laid over an older one could leave objects built
+# from files the last PATCH changed).
+A_SRC=${GUILD_AB_DIR:-/tmp/guild-ab-a}
+rm -rf "$A_SRC" && mkdir -p "$A_SRC"
+(cd "$ROOT" && tar --exclude='./build*' --exclude=./node_modules --exclude=./.device-fixtures -cf - .) |
+  tar -xf - -C "$A_SRC" || { echo "cannot copy the tree to $A_SRC"; exit 1; }
+(cd "$A_SRC" && git apply "$PATCH") || { echo "PATCH does not apply"; exit 1; }
 bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$ROOT/build-gpu" "$OUT/build-b.log" || exit 1
 bash "$A_SRC/scripts/gpu/build_bench_tools.sh" "$A_SRC/build-gpu" "$OUT/build-a.log" || exit 1
 MODEL=${GUILD_BENCH_MODEL:-/tmp/guild-qwen3-30b-a3b-synth.gguf}
@@ -49,9 +48,10 @@ for r in range(1, rounds + 1):
     for v in "ab":
         try:
             d = json.load(open(os.path.join(out, f"run-{v}-{r}.json")))
-        except Exception:
+            pp, tg = d["prompt_tokens_per_s"]["median"], d["decode_tokens_per_s"]["median"]
+        except Exception as e:
+            print(f"round {r} {v}: no result ({e.__class__.__name__})")
             continue
-        pp, tg = d["prompt_tokens_per_s"]["median"], d["decode_tokens_per_s"]["median"]
         res[v].append((pp, tg))
         print(f"round {r} {v}: pp512 {pp:9.1f} tok/s  tg128 {tg:7.1f} tok/s")
 for v in "ab":

@@ -83,7 +83,8 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int h0 = kvh * group + blockIdx.z * hpb;
   // The launch sets n_kv_max (<= n_ctx, within the grid); the host keeps pos
   // below it. Past it, stay inside the grid and the cache.
-  const int n_kv = min(*pos0 + 1, a.n_kv_max);
+  const int cur_pos = *pos0;
+  const int n_kv = min(cur_pos + 1, a.n_kv_max);
   const int c0 = chunk * kChunk;
   if (c0 >= n_kv) return;
   const int c1 = min(c0 + kChunk, n_kv);
@@ -108,9 +109,11 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
       }
     }
     // The current position's K and V, stored by every block that reads them
-    // (the same bits from each), before the loops below read the cache.
+    // (the same bits from each), before the loops below read the cache. A
+    // position past the launch's range (a host error) stores nothing rather
+    // than overwrite the clamped, valid row.
     const int pos = n_kv - 1;
-    if (pos < c1) {
+    if (pos < c1 && pos == cur_pos) {
       const int64_t row = static_cast<int64_t>(pos) * kv_dim + kvh * D;
       if (warp == 0) {
         float* kbuf = &red[0][0][0];

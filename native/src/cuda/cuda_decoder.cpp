@@ -379,7 +379,7 @@ struct CudaDecoder::Impl {
   // as if the cache were full. Each is captured the first time it is needed.
   std::vector<cudaGraphExec_t> graph_execs;
   int decode_kv_min = 0, decode_kv_max = 0;  // this forward's decode attention lengths
-  int replays = 0;
+  int replays = 0, captures = 0;
   std::string err;
 
   // ---- hybrid MoE ----
@@ -1295,6 +1295,7 @@ struct CudaDecoder::Impl {
       graph_execs[range] = nullptr;
       return fail("cudaGraphInstantiate", e);
     }
+    ++captures;
     return true;
   }
 };
@@ -2138,6 +2139,26 @@ bool CudaDecoder::routing_counts(std::vector<uint32_t>* out, bool reset, std::st
 void CudaDecoder::set_use_graphs(bool on) { impl_->opt.use_graphs = on; }
 bool CudaDecoder::use_graphs() const { return impl_->opt.use_graphs; }
 int CudaDecoder::graph_replays() const { return impl_->replays; }
+int CudaDecoder::graph_captures() const { return impl_->captures; }
+
+bool CudaDecoder::prepare_graphs(int first, int last, std::string* error) {
+  Impl& I = *impl_;
+  if (first < 0 || last < first || last >= I.opt.n_ctx) {
+    *error = "CUDA decoder: prepare_graphs: positions " + std::to_string(first) + ".." + std::to_string(last) +
+             " outside the context of " + std::to_string(I.opt.n_ctx);
+    return false;
+  }
+  if (!I.opt.use_graphs) return true;
+  cudaError_t e = cudaSetDevice(I.opt.device);
+  if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
+  for (int k = I.decode_range_of(first); k <= I.decode_range_of(last); ++k) {
+    if (!I.graph_execs[k] && !I.capture_decode_graph(k)) {
+      *error = "CUDA decoder: " + I.err;
+      return false;
+    }
+  }
+  return true;
+}
 int CudaDecoder::n_ctx() const { return impl_->opt.n_ctx; }
 int CudaDecoder::max_tokens() const { return impl_->L.T; }
 const CudaDecoderMemory& CudaDecoder::memory() const { return impl_->mem; }

@@ -4,9 +4,10 @@
 // KV cache and all scratch, and runs forward() with decoder_forward's
 // semantics. Everything is allocated in create(); a forward pass allocates
 // nothing and synchronizes once, at the end, to hand logits to the host.
-// Single-token steps (decode) are captured once as a CUDA graph and replayed:
-// the token id and position live in device memory, written by
-// cudaMemcpyAsync before each replay. docs/CUDA.md describes the kernels.
+// Single-token steps (decode) are captured as CUDA graphs, one per range of
+// positions (decode attention's grid follows the range), and replayed: the
+// token id and position live in device memory, written by cudaMemcpyAsync
+// before each replay. docs/CUDA.md describes the kernels.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +101,8 @@ class CudaDecoder final : public gpu::Decoder {
   void set_use_graphs(bool on) override;
   bool use_graphs() const override;
   int graph_replays() const override;  // single-token steps served by graph replay
+  bool prepare_graphs(int first, int last, std::string* error) override;
+  int graph_captures() const override;
   int n_ctx() const override;
   int max_tokens() const override;
   const CudaDecoderMemory& memory() const override;

@@ -139,6 +139,11 @@ class Decoder {
   virtual void set_use_graphs(bool on) = 0;
   virtual bool use_graphs() const = 0;
   virtual int graph_replays() const = 0;
+  // Single-token steps are captured per range of positions, each the first
+  // time a step needs it; prepare_graphs captures those serving positions
+  // [first, last] now (a bench's warm-up; no capture inside timed steps).
+  virtual bool prepare_graphs(int first, int last, std::string* error) = 0;
+  virtual int graph_captures() const = 0;  // single-token step graphs captured so far
   virtual int n_ctx() const = 0;
   virtual int max_tokens() const = 0;
   virtual const DecoderMemory& memory() const = 0;
