@@ -4,6 +4,7 @@
 // over exactly the choices whose expert is not cached (slot_of < 0), within
 // the activation quantization's error, write zeros for tokens with none, and
 // give identical results however the CPU choices are split between calls.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -65,6 +66,45 @@ double rel_error_vs_reference(const LayerWeights& L, int n, int k, int d, const 
   return std::sqrt(err2 / std::max(ref2, 1e-30));
 }
 
+// One step's inputs: n tokens of random rows, choice j of token t routed to
+// expert (t * t_mul + j * j_mul) % n_expert with weight 1 / (j + w_base).
+struct Step {
+  int n = 0;
+  std::vector<float> x, w;
+  std::vector<int32_t> ids;
+};
+Step make_step(std::mt19937& rng, int n, int d, int k, int n_expert, int t_mul, int j_mul, int w_base) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Step st;
+  st.n = n;
+  st.x.resize(static_cast<size_t>(n) * d);
+  for (float& v : st.x) v = normal(rng);
+  st.ids.resize(static_cast<size_t>(n) * k);
+  st.w.resize(st.ids.size());
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      st.ids[t * k + j] = (t * t_mul + j * j_mul) % n_expert;
+      st.w[t * k + j] = 1.0f / static_cast<float>(j + w_base);
+    }
+  return st;
+}
+
+// Largest |difference| between one call for the whole step and one call per
+// token (per-token results must not depend on the batch); the batch's output in *batch.
+double batch_vs_single(CpuExpertRunner& runner, int layer, const Step& st, int d, int k, const int32_t* slot_of,
+                       std::vector<float>* batch) {
+  batch->assign(static_cast<size_t>(st.n) * d, NAN);
+  std::vector<float> single(batch->size(), NAN);
+  runner.run(layer, st.n, st.x.data(), st.ids.data(), st.w.data(), slot_of, batch->data());
+  for (int t = 0; t < st.n; ++t)
+    runner.run(layer, 1, st.x.data() + static_cast<size_t>(t) * d, st.ids.data() + t * k, st.w.data() + t * k, slot_of,
+               single.data() + static_cast<size_t>(t) * d);
+  double worst = 0;
+  for (size_t i = 0; i < batch->size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs((*batch)[i] - single[i])));
+  return worst;
+}
+
 }  // namespace
 
 TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
@@ -81,16 +121,10 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   REQUIRE(runner.init(hp, m->weights(), m->kernels(), m->pool(), 64, -1));
 
   std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> xn(static_cast<size_t>(n) * d);
-  for (float& v : xn) v = normal(rng);
-  std::vector<int32_t> ids(static_cast<size_t>(n) * k);
-  std::vector<float> w(ids.size());
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) {
-      ids[t * k + j] = (t * 3 + j * 5) % hp.n_expert;
-      w[t * k + j] = 1.0f / (j + 1);
-    }
+  const Step step = make_step(rng, n, d, k, hp.n_expert, 3, 5, 1);
+  const std::vector<float>& xn = step.x;
+  const std::vector<int32_t>& ids = step.ids;
+  const std::vector<float>& w = step.w;
   // Even experts "cached" on the GPU; the runner computes the odd ones.
   std::vector<int32_t> slot_of(hp.n_expert);
   for (int e = 0; e < hp.n_expert; ++e) slot_of[e] = e % 2 == 0 ? e / 2 : -1;
@@ -139,13 +173,8 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   }
 
   // One call for three tokens == three calls of one token (per-token results do not depend on the batch).
-  std::vector<float> batch(static_cast<size_t>(n) * d), single(static_cast<size_t>(n) * d);
-  runner.run(0, n, xn.data(), ids.data(), w.data(), slot_of.data(), batch.data());
-  for (int t = 0; t < n; ++t)
-    runner.run(0, 1, xn.data() + static_cast<size_t>(t) * d, ids.data() + t * k, w.data() + t * k, slot_of.data(),
-               single.data() + static_cast<size_t>(t) * d);
-  double worst = 0;
-  for (size_t i = 0; i < batch.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(batch[i] - single[i])));
+  std::vector<float> batch;
+  const double worst = batch_vs_single(runner, 0, step, d, k, slot_of.data(), &batch);
   std::printf("  batch vs single-token calls: max |d| %.3g\n", worst);
   CHECK(worst < 1e-4);
 
@@ -153,25 +182,12 @@ TEST(cpu_expert_runner_matches_a_float_reference_on_uncached_choices) {
   // reference, and each token as its own call gives the same bits.
   {
     const int nb = 64;
-    std::vector<float> xb(static_cast<size_t>(nb) * d);
-    for (float& v : xb) v = normal(rng);
-    std::vector<int32_t> ib(static_cast<size_t>(nb) * k);
-    std::vector<float> wb(ib.size());
-    for (int t = 0; t < nb; ++t)
-      for (int j = 0; j < k; ++j) {
-        ib[t * k + j] = (t * 7 + j * 3) % hp.n_expert;
-        wb[t * k + j] = 1.0f / (j + 2);
-      }
-    std::vector<float> big(static_cast<size_t>(nb) * d, NAN), one(static_cast<size_t>(nb) * d, NAN);
-    runner.run(0, nb, xb.data(), ib.data(), wb.data(), slot_of.data(), big.data());
-    const double rel = rel_error_vs_reference(m->weights().layers[0], nb, k, d, xb.data(), ib.data(), wb.data(),
-                                              slot_of.data(), big.data());
+    const Step big_step = make_step(rng, nb, d, k, hp.n_expert, 7, 3, 2);
+    std::vector<float> big;
+    const double w64 = batch_vs_single(runner, 0, big_step, d, k, slot_of.data(), &big);
+    const double rel = rel_error_vs_reference(m->weights().layers[0], nb, k, d, big_step.x.data(),
+                                              big_step.ids.data(), big_step.w.data(), slot_of.data(), big.data());
     CHECK_MSG(rel < 2e-2, "%d tokens: relative error %.3g", nb, rel);
-    for (int t = 0; t < nb; ++t)
-      runner.run(0, 1, xb.data() + static_cast<size_t>(t) * d, ib.data() + t * k, wb.data() + t * k, slot_of.data(),
-                 one.data() + static_cast<size_t>(t) * d);
-    double w64 = 0;
-    for (size_t i = 0; i < big.size(); ++i) w64 = std::max(w64, static_cast<double>(std::fabs(big[i] - one[i])));
     std::printf("  %d tokens in one call vs one by one: max |d| %.3g\n", nb, w64);
     CHECK(w64 < 1e-4);
   }
