@@ -81,6 +81,13 @@ struct Pair {
   bool master = false;
 };
 
+// Root mean square of a - b over n logits.
+double rms_diff(const float* a, const float* b, int n) {
+  double sq = 0.0;
+  for (int j = 0; j < n; ++j) sq += (static_cast<double>(a[j]) - b[j]) * (static_cast<double>(a[j]) - b[j]);
+  return std::sqrt(sq / n);
+}
+
 bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* out) {
   const std::string path = fx + "/models/" + name + ".gguf";
   if (!fs::exists(path)) return false;
@@ -129,9 +136,7 @@ TEST(prompt_logits_match_cpu_runtime) {
       for (size_t i = 0; i < p.tight; ++i) {
         const float* c = cpu.data() + i * n_vocab;
         const float* g = gpu.data() + i * n_vocab;
-        double sq = 0;
-        for (int j = 0; j < n_vocab; ++j) sq += (static_cast<double>(g[j]) - c[j]) * (static_cast<double>(g[j]) - c[j]);
-        const double rms = std::sqrt(sq / n_vocab);
+        const double rms = rms_diff(g, c, n_vocab);
         worst = std::max(worst, std::isnan(rms) ? 1e30 : rms);
         sum_rms += rms;
         bad_rms += !(rms <= rms_limit);
@@ -286,10 +291,7 @@ TEST(decode_ranges_match_plain_launches_and_prefill) {
     double worst = 0.0;
     int worst_pos = -1;
     for (int i = 0; i < sg.n; ++i) {
-      const float* want = rows.data() + static_cast<size_t>(i) * n_vocab;
-      double sq = 0.0;
-      for (int t = 0; t < n_vocab; ++t) sq += (graph_logits[i][t] - want[t]) * (graph_logits[i][t] - want[t]);
-      const double rms = std::sqrt(sq / n_vocab);
+      const double rms = rms_diff(graph_logits[i].data(), rows.data() + static_cast<size_t>(i) * n_vocab, n_vocab);
       if (rms > worst) { worst = rms; worst_pos = sg.first + i; }
     }
     std::printf("  positions %d..%d: worst rms |decode - prefill| %.3g (position %d)\n", sg.first,

@@ -88,6 +88,7 @@ struct Dev {
     return v;
   }
   void poison() { if (p) cudaMemset(p, 0xFF, std::max<size_t>(1, n) * sizeof(T)); }  // floats: NaN
+  void zero() { if (p) cudaMemset(p, 0, std::max<size_t>(1, n) * sizeof(T)); }  // e.g. a workspace's counters
 };
 
 double rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
@@ -1017,7 +1018,7 @@ TEST(attention_decode_reuses_workspace) {
     std::vector<float> scores(static_cast<size_t>(pool.size()) * n_ctx);
     const size_t wf = gc::attention_decode_workspace_floats(n_head, D, n_ctx);
     Dev<float> shared_work(wf);
-    cudaMemset(shared_work.p, 0, wf * sizeof(float));
+    shared_work.zero();
     const bool q8 = D % 32 == 0;
     for (int pos : {n_ctx - 1, 5, 130, 127, n_ctx / 2}) {
       std::vector<float> q = randn(static_cast<size_t>(n_head) * D), ref(q.size());
@@ -1028,7 +1029,7 @@ TEST(attention_decode_reuses_workspace) {
       Dev<uint32_t> ds_a(std::max(1, n_head * D / 32)), ds_b(ds_a.n);
       gc::Q8Act q8a{qs_a.p, ds_a.p, n_head * D, n_head * D / 32}, q8b{qs_b.p, ds_b.p, n_head * D, n_head * D / 32};
       Dev<float> fresh(wf);
-      cudaMemset(fresh.p, 0, wf * sizeof(float));
+      fresh.zero();
       gc::AttnArgs a;
       a.q = dq.p; a.q_stride = n_head * D; a.k_cache = rk.k.p; a.v_cache = rk.v.p; a.n_head = n_head; a.n_head_kv = n_kv;
       a.head_dim = D; a.n_ctx = n_ctx; a.scale = rk.shape.scale; a.out_stride = n_head * D;
@@ -1122,8 +1123,8 @@ TEST(attention_decode_post_matches_qkv_post_then_attention) {
     Dev<uint16_t> kca(cache), vca(cache), kcb(cache), vcb(cache);
     Dev<int32_t> dpos(std::vector<int32_t>{c.pos});
     Dev<float> work_a(gc::attention_decode_workspace_floats(n_head, D, c.n_ctx)), work_b(work_a.n);
-    cudaMemset(work_a.p, 0, work_a.n * sizeof(float));  // the head sets' counters start at zero
-    cudaMemset(work_b.p, 0, work_b.n * sizeof(float));
+    work_a.zero();  // the head sets' counters start at zero
+    work_b.zero();
     Dev<int8_t> qs_a(n_head * D), qs_b(n_head * D);
     Dev<uint32_t> ds_a(n_head * D / 32), ds_b(n_head * D / 32);
     gc::Q8Act q8a{qs_a.p, ds_a.p, n_head * D, n_head * D / 32}, q8b{qs_b.p, ds_b.p, n_head * D, n_head * D / 32};
@@ -1185,7 +1186,7 @@ TEST(attention_matches_cpu) {
       double tol;
       if (c.n == 1) {
         Dev<float> work(gc::attention_decode_workspace_floats(n_head, D, n_ctx));
-        cudaMemset(work.p, 0, work.n * sizeof(float));
+        work.zero();
         Dev<int8_t> qs(n_head * D);
         Dev<uint32_t> ds(n_head * D / 32);
         gc::Q8Act q8{qs.p, ds.p, n_head * D, n_head * D / 32};

@@ -378,7 +378,7 @@ struct CudaDecoder::Impl {
   // heads per block, so a short conversation in a large cache is not launched
   // as if the cache were full. Each is captured the first time it is needed.
   std::vector<cudaGraphExec_t> graph_execs;
-  int decode_kv_min = 0, decode_kv_max = 0;  // this forward's decode attention lengths
+  int decode_range = 0;  // the range of this forward's single-token step (decode attention's lengths)
   int replays = 0, captures = 0;
   std::string err;
 
@@ -537,10 +537,8 @@ struct CudaDecoder::Impl {
     return static_cast<int>(std::min<int64_t>(static_cast<int64_t>(kFirstDecodeRange) << k, opt.n_ctx));
   }
   int decode_range_start(int k) const { return k == 0 ? 0 : decode_range_end(k - 1); }
-  void set_decode_range(int k) {
-    decode_kv_min = decode_range_start(k) + 1;
-    decode_kv_max = decode_range_end(k);
-  }
+  // Range k's step, captured the first time it is needed.
+  bool ensure_graph(int k) { return graph_execs[k] || capture_decode_graph(k); }
 
   DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const {
     DevMatrix d;
@@ -715,8 +713,8 @@ struct CudaDecoder::Impl {
     a.n_head_kv = hp.n_head_kv;
     a.head_dim = hp.head_dim_k;
     a.n_ctx = opt.n_ctx;
-    a.n_kv_min = n == 1 ? decode_kv_min : 0;
-    a.n_kv_max = n == 1 ? decode_kv_max : 0;
+    a.n_kv_min = n == 1 ? decode_range_start(decode_range) + 1 : 0;
+    a.n_kv_max = n == 1 ? decode_range_end(decode_range) : 0;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
     a.out = attn; a.out_stride = L.q_dim;
     Src as{attn, n, L.q_dim};
@@ -1278,7 +1276,7 @@ struct CudaDecoder::Impl {
 
   // The single-token step for positions below decode_range_end(range).
   bool capture_decode_graph(int range) {
-    set_decode_range(range);
+    decode_range = range;
     cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return fail("cudaStreamBeginCapture", e);
     const bool ok = enqueue_body(1) && enqueue_head(0, 1);
@@ -1742,7 +1740,7 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
   int pending_r0 = 0, pending_rows = 0;
   if (n == 1 && I.opt.use_graphs) {
     const int range = I.decode_range_of(pos0);
-    if (!I.graph_execs[range] && !I.capture_decode_graph(range)) return failed(I.err);
+    if (!I.ensure_graph(range)) return failed(I.err);
     if ((e = cudaGraphLaunch(I.graph_execs[range], I.stream)) != cudaSuccess)
       return failed(cuda_msg("cudaGraphLaunch", e));
     ++I.replays;
@@ -1753,7 +1751,7 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
   } else {
     // Plain single-token launches take the graph's range too: graphs on or
     // off, the same grid and head split, so the same bits.
-    I.set_decode_range(I.decode_range_of(pos0));
+    I.decode_range = I.decode_range_of(pos0);
     if (!I.enqueue_body(n)) return failed(I.err);
     for (int r0 = 0; r0 < rows; r0 += L.logits_rows) {
       const int cr = std::min(L.logits_rows, rows - r0);
@@ -2152,7 +2150,7 @@ bool CudaDecoder::prepare_graphs(int first, int last, std::string* error) {
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
   for (int k = I.decode_range_of(first); k <= I.decode_range_of(last); ++k) {
-    if (!I.graph_execs[k] && !I.capture_decode_graph(k)) {
+    if (!I.ensure_graph(k)) {
       *error = "CUDA decoder: " + I.err;
       return false;
     }
