@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -158,17 +159,25 @@ int main(int argc, char** argv) {
     if (model->vocab().token_kind(t) == TokenKind::Normal) prompt.push_back(t);
   }
 
-  const int n_warmup = static_cast<int>(args.get_int("warmup", 0));
-  if (n_warmup > 0) {
-    // Untimed: faults in the weights this prompt touches, starts the pool.
+  // A prompt, then n_new greedy tokens in a fresh session (a fixed number of
+  // decode steps: end-of-generation tokens do not stop it).
+  auto generation = [&](std::span<const int32_t> p, int n_new) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
     if (!session) tools::die(err);
     GenerateRequest req;
-    req.prompt = std::span<const int32_t>(prompt.data(), static_cast<size_t>(std::min(n_warmup, n_prompt)));
-    req.max_new_tokens = 4;
+    req.prompt = p;
+    req.max_new_tokens = n_new;
     req.sampling.temperature = 0.0f;
     req.ignore_eog = true;
-    if (session->generate(req).stop == StopReason::Error) tools::die("warm-up generation failed");
+    return session->generate(req);
+  };
+  auto timed_generation = [&] { return generation(prompt, n_gen); };
+
+  const int n_warmup = static_cast<int>(args.get_int("warmup", 0));
+  if (n_warmup > 0) {
+    // Untimed: faults in the weights this prompt touches, starts the pool.
+    const std::span<const int32_t> head(prompt.data(), static_cast<size_t>(std::min(n_warmup, n_prompt)));
+    if (generation(head, 4).stop == StopReason::Error) tools::die("warm-up generation failed");
     // The decode graphs of the timed steps' positions (captured per range of
     // positions): a capture inside a timed run is a one-off, not decode speed.
     if (model->gpu() && n_gen > 1 && n_prompt < opt.n_ctx &&
@@ -176,18 +185,6 @@ int main(int argc, char** argv) {
       tools::die(err);
   }
   if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
-  // The whole prompt, then n_gen greedy tokens in a fresh session (a fixed
-  // number of decode steps: end-of-generation tokens do not stop it).
-  auto timed_generation = [&] {
-    auto session = GuildSession::create(*model, opt.n_ctx, &err);
-    if (!session) tools::die(err);
-    GenerateRequest req;
-    req.prompt = prompt;
-    req.max_new_tokens = n_gen;
-    req.sampling.temperature = 0.0f;
-    req.ignore_eog = true;
-    return session->generate(req);
-  };
   std::vector<double> pp, tg, ttft;
   for (int r = 0; r < reps; ++r) {
     GenerateResult res = timed_generation();
@@ -265,7 +262,8 @@ int main(int argc, char** argv) {
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));
   out.set("ttft_ms", stats(ttft));
   out.set("peak_rss_bytes", peak_rss_bytes());
-  out.set("host_ram_read_gbps", ram_read_gbps(model->pool()));
+  // Only where experts are read from RAM (CPU only, hybrid): all on the GPU nothing reads it.
+  if (!model->gpu() || model->gpu()->hybrid()) out.set("host_ram_read_gbps", ram_read_gbps(model->pool()));
   if (GpuExecution* g = model->gpu()) {
     const auto& mem = g->decoder().memory();
     gpu.set("mode", g->hybrid() ? (opt.experts_on_cpu ? "experts on the CPU" : "hybrid") : "all on the GPU");
