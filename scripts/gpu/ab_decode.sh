@@ -17,8 +17,7 @@ if [ "${GUILD_AB_PROFILE:-1}" = 1 ]; then
   head -30 "$OUT/profile/kernels.txt" 2>/dev/null
 fi
 MODEL=/tmp/guild-qwen3-30b-a3b-synth.gguf
-[ -f "$MODEL" ] || "$BUILD/native/tools/guild-gen-model" --preset qwen3-30b-a3b --out "$MODEL" \
-  --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { tail -5 "$OUT/gen.log"; exit 1; }
+bash "$ROOT/scripts/gpu/synth_model.sh" "$BUILD" "$MODEL" "$OUT/gen.log" || exit 1
 for setting in "$@"; do
   envs=()
   [ "$setting" = "-" ] || read -r -a envs <<< "$setting"

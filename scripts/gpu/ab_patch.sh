@@ -27,14 +27,14 @@ rm -rf "$A_SRC" && mkdir -p "$A_SRC"
 (cd "$ROOT" && tar --exclude='./build*' --exclude=./node_modules --exclude=./.device-fixtures -cf - .) |
   tar -xf - -C "$A_SRC" || { echo "cannot copy the tree to $A_SRC"; exit 1; }
 (cd "$A_SRC" && git apply "$PATCH") || { echo "PATCH does not apply"; exit 1; }
-bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$ROOT/build-gpu" "$OUT/build-b.log" || exit 1
+B_BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
+bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$B_BUILD" "$OUT/build-b.log" || exit 1
 bash "$A_SRC/scripts/gpu/build_bench_tools.sh" "$A_SRC/build-gpu" "$OUT/build-a.log" || exit 1
 MODEL=${GUILD_BENCH_MODEL:-/tmp/guild-qwen3-30b-a3b-synth.gguf}
-[ -f "$MODEL" ] || "$ROOT/build-gpu/native/tools/guild-gen-model" --preset qwen3-30b-a3b --out "$MODEL" \
-  --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { tail -5 "$OUT/gen.log"; exit 1; }
+bash "$ROOT/scripts/gpu/synth_model.sh" "$B_BUILD" "$MODEL" "$OUT/gen.log" || exit 1
 for r in $(seq "$ROUNDS"); do
   for v in a b; do
-    if [ $v = a ]; then B=$A_SRC/build-gpu; else B=$ROOT/build-gpu; fi
+    if [ $v = a ]; then B=$A_SRC/build-gpu; else B=$B_BUILD; fi
     "$B/native/tools/guild-bench" --model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --threads "$(nproc)" \
       --warmup 64 --reps 2 "${ARGS[@]}" > "$OUT/run-$v-$r.json" 2> "$OUT/run-$v-$r.err" ||
       { echo "$v round $r failed:"; tail -3 "$OUT/run-$v-$r.err"; }

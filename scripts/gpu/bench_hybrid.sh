@@ -29,13 +29,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
 mkdir -p "$OUT"
 BENCH=$BUILD/native/tools/guild-bench
-GEN=$BUILD/native/tools/guild-gen-model
 THREADS=${GUILD_BENCH_THREADS:-$(nproc)}
 MODEL=${2:-${GUILD_BENCH_MODEL_DIR:-/tmp}/guild-qwen3-30b-a3b-synth.gguf}
-if [ ! -f "$MODEL" ]; then
-  echo "generating $MODEL"
-  "$GEN" --preset qwen3-30b-a3b --out "$MODEL" --threads "$THREADS" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }
-fi
+bash "$ROOT/scripts/gpu/synth_model.sh" "$BUILD" "$MODEL" "$OUT/gen.log" || exit 1
 COMMON=(--model "$MODEL" --prompt-tokens 512 --gen-tokens 128 --threads "$THREADS" --warmup 64)
 run() {  # name reps args...
   local name=$1 reps=$2

@@ -20,8 +20,7 @@ BUILD=${GUILD_GPU_BUILD_DIR:-$ROOT/build-gpu}
 mkdir -p "$OUT"
 bash "$ROOT/scripts/gpu/build_bench_tools.sh" "$BUILD" "$OUT/build.log" || exit 1
 MODEL=/tmp/guild-a3b-${LAYERS}l.gguf
-[ -f "$MODEL" ] || "$BUILD/native/tools/guild-gen-model" --preset qwen3-30b-a3b --layers "$LAYERS" --out "$MODEL" \
-  --threads "$(nproc)" > "$OUT/gen.log" 2>&1 || { cat "$OUT/gen.log"; exit 1; }
+bash "$ROOT/scripts/gpu/synth_model.sh" "$BUILD" "$MODEL" "$OUT/gen.log" --layers "$LAYERS" || exit 1
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu on this machine"; exit 1; }
 PREFILL=${GUILD_PROFILE_PREFILL:-0}
