@@ -320,13 +320,11 @@ template <int D>
 cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work, const Q8Act* q8,
                             const DecodePostDev& post, cudaStream_t s) {
   const int group = a.n_head / a.n_head_kv;
-  // The workspace is laid out for the capacity; the grid covers n_kv_max.
+  // The workspace is laid out for the capacity; the grid covers n_kv_max
+  // (a.n_kv_min / n_kv_max resolved by attention_decode_impl).
   const int ctx_chunks = (a.n_ctx + kChunk - 1) / kChunk;
-  AttnArgs la = a;
-  la.n_kv_max = a.n_kv_max > 0 ? a.n_kv_max : a.n_ctx;
-  la.n_kv_min = a.n_kv_min > 0 ? a.n_kv_min : la.n_kv_max;
-  const int n_chunks = (la.n_kv_max + kChunk - 1) / kChunk;
-  const int hpb = heads_per_block(group, a.n_head_kv * ((la.n_kv_min + kChunk - 1) / kChunk));
+  const int n_chunks = (a.n_kv_max + kChunk - 1) / kChunk;
+  const int hpb = heads_per_block(group, a.n_head_kv * ((a.n_kv_min + kChunk - 1) / kChunk));
   float* part_o = work;
   float* part_ml = work + static_cast<size_t>(ctx_chunks) * a.n_head * D;
   unsigned int* counters = reinterpret_cast<unsigned int*>(part_ml + static_cast<size_t>(ctx_chunks) * a.n_head * 2);
@@ -338,7 +336,7 @@ cudaError_t launch_decode_d(const AttnArgs& a, const int32_t* pos0, float* work,
                  : hpb == 2 ? attn_decode_kernel<D, 2>
                  : hpb <= 4 ? attn_decode_kernel<D, 4>
                             : attn_decode_kernel<D, 8>;
-  launch_pdl(kernel, grid, dim3(kDecodeThreads), 0, s, la, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
+  launch_pdl(kernel, grid, dim3(kDecodeThreads), 0, s, a, pos0, hpb, part_o, part_ml, counters, yq, yds, post);
   return launch_status();
 }
 
@@ -572,16 +570,19 @@ static cudaError_t attention_decode_impl(const AttnArgs& a, const int32_t* pos0,
   GUILD_CUDA_RETURN_IF(!attention_head_dim_supported(a.head_dim, false), cudaErrorNotSupported);
   GUILD_CUDA_RETURN_IF(out_q8 && (a.head_dim % 32 != 0 || !out_q8->qs || !out_q8->ds), cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF((a.n_ctx + kChunk - 1) / kChunk > 65535, cudaErrorInvalidValue);
-  GUILD_CUDA_RETURN_IF(a.n_kv_max < 0 || a.n_kv_max > a.n_ctx || a.n_kv_min < 0 ||
-                           a.n_kv_min > (a.n_kv_max > 0 ? a.n_kv_max : a.n_ctx),
+  // The launch's lengths, defaults filled in (0: n_ctx, then n_kv_max).
+  AttnArgs r = a;
+  r.n_kv_max = a.n_kv_max > 0 ? a.n_kv_max : a.n_ctx;
+  r.n_kv_min = a.n_kv_min > 0 ? a.n_kv_min : r.n_kv_max;
+  GUILD_CUDA_RETURN_IF(a.n_kv_max < 0 || r.n_kv_max > a.n_ctx || a.n_kv_min < 0 || r.n_kv_min > r.n_kv_max,
                        cudaErrorInvalidValue);
   switch (a.head_dim) {
-    case 32: return launch_decode_d<32>(a, pos0, work, out_q8, post, s);
-    case 64: return launch_decode_d<64>(a, pos0, work, out_q8, post, s);
-    case 80: return launch_decode_d<80>(a, pos0, work, out_q8, post, s);
-    case 96: return launch_decode_d<96>(a, pos0, work, out_q8, post, s);
-    case 128: return launch_decode_d<128>(a, pos0, work, out_q8, post, s);
-    case 256: return launch_decode_d<256>(a, pos0, work, out_q8, post, s);
+    case 32: return launch_decode_d<32>(r, pos0, work, out_q8, post, s);
+    case 64: return launch_decode_d<64>(r, pos0, work, out_q8, post, s);
+    case 80: return launch_decode_d<80>(r, pos0, work, out_q8, post, s);
+    case 96: return launch_decode_d<96>(r, pos0, work, out_q8, post, s);
+    case 128: return launch_decode_d<128>(r, pos0, work, out_q8, post, s);
+    case 256: return launch_decode_d<256>(r, pos0, work, out_q8, post, s);
     default: return cudaErrorNotSupported;
   }
 }
