@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -82,6 +83,12 @@ std::vector<float> last_logits(GuildModel& m, const std::vector<int32_t>& ids) {
 void check_split(const std::string& peers, bool stand_in, const char* label) {
   const std::string fx = check::fixtures_dir();
   int compared = 0;
+  // The CPU's choice counts with and without the peer compare only when the
+  // GPU's share of the CPU's choices (read from host memory) is the same in
+  // both: that share is planned from timings each load measures, which
+  // another process on the device moves. Held at 0 here (no re-plan either).
+  ::setenv("GUILD_GPU_HOST_CHOICES", "0", 1);
+  struct Unset { ~Unset() { ::unsetenv("GUILD_GPU_HOST_CHOICES"); } } unset;
   for (const char* name : kModels) {
     const std::string path = fx + "/models/" + name + ".gguf";
     if (!fs::exists(path)) continue;

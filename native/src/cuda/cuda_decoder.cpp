@@ -1873,16 +1873,24 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
     return r == cudaSuccess || I.fail("peer join", r);
   };
   if (!once()) return bad("measure", cudaSuccess);  // warm-up
-  if ((e = cudaEventRecord(t0, I.stream)) != cudaSuccess) return bad("cudaEventRecord", e);
-  for (int r = 0; r < kReps; ++r)
-    if (!once()) return bad("measure", cudaSuccess);
-  float ms = 0;
-  if ((e = cudaEventRecord(t1, I.stream)) != cudaSuccess || (e = cudaEventSynchronize(t1)) != cudaSuccess ||
-      (e = cudaEventElapsedTime(&ms, t0, t1)) != cudaSuccess)
-    return bad("measure (time)", e);
+  // The fastest of a few trials: another process on the device (or the host
+  // thread descheduled between launches) only ever adds time, and one such
+  // stall inside a single trial would make the placement plan follow it.
+  constexpr int kTrials = 5;
+  float best_ms = -1.0f;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    if ((e = cudaEventRecord(t0, I.stream)) != cudaSuccess) return bad("cudaEventRecord", e);
+    for (int r = 0; r < kReps; ++r)
+      if (!once()) return bad("measure", cudaSuccess);
+    float ms = 0;
+    if ((e = cudaEventRecord(t1, I.stream)) != cudaSuccess || (e = cudaEventSynchronize(t1)) != cudaSuccess ||
+        (e = cudaEventElapsedTime(&ms, t0, t1)) != cudaSuccess)
+      return bad("measure (time)", e);
+    if (best_ms < 0 || ms < best_ms) best_ms = ms;
+  }
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
-  return static_cast<double>(ms) * 1e3 / kReps;
+  return static_cast<double>(best_ms) * 1e3 / kReps;
 }
 
 void CudaDecoder::set_stream_min_tokens(int n) { impl_->stream_min = impl_->staging_mem ? std::max(0, n) : 0; }
