@@ -118,6 +118,11 @@ std::vector<const CpuKernelTable*> runnable_tables() {
   else
     std::printf("  (cpu-avx2 not checked: %s)\n",
                 cpu_kernels_avx2() ? "this CPU lacks AVX2+FMA+F16C" : "binary built without it");
+  if (cpu_kernels_avx512() && cpu_features().has_avx512_table_isa())
+    t.push_back(cpu_kernels_avx512());
+  else
+    std::printf("  (cpu-avx512 not checked: %s)\n",
+                cpu_kernels_avx512() ? "this CPU lacks AVX-512 F/BW/VL/DQ + VNNI" : "binary built without it");
   return t;
 }
 

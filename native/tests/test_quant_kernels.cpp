@@ -19,6 +19,7 @@
 //  * dot_f32: 1e-5 * sum|a_i b_i|; axpy (FMA in avx2, mul+add in generic):
 //    per element <= 2u * (|a x_i| + |y_i|).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "core/fp16.h"
 #include "core/kernel_table.h"
 #include "core/quant_blocks.h"
+#include "cpu/generic/iq_grids.h"
 
 using namespace guild;
 
@@ -136,6 +138,24 @@ const WeightType kWeightTypes[] = {
     {TensorType::IQ4_NL, "iq4_nl", 32, 18, -1, [](uint8_t* p, Rng& r) { as<BlockIQ4_NL>(p)->d = rand_h(r, 1e-4f, 1e-3f, true); }},
     {TensorType::IQ4_XS, "iq4_xs", 256, 136, -1, [](uint8_t* p, Rng& r) { as<BlockIQ4_XS>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
     {TensorType::MXFP4, "mxfp4", 32, 17, -1, [](uint8_t* p, Rng& r) { as<BlockMXFP4>(p)->e = static_cast<uint8_t>(110 + r() % 20); }},
+    {TensorType::IQ2_XXS, "iq2_xxs", 256, 66, -1, [](uint8_t* p, Rng& r) { as<BlockIQ2_XXS>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
+    {TensorType::IQ2_XS, "iq2_xs", 256, 74, -1, [](uint8_t* p, Rng& r) { as<BlockIQ2_XS>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
+    {TensorType::IQ2_S, "iq2_s", 256, 82, -1, [](uint8_t* p, Rng& r) { as<BlockIQ2_S>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
+    {TensorType::IQ3_XXS, "iq3_xxs", 256, 98, -1, [](uint8_t* p, Rng& r) { as<BlockIQ3_XXS>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
+    {TensorType::IQ3_S, "iq3_s", 256, 110, -1, [](uint8_t* p, Rng& r) { as<BlockIQ3_S>(p)->d = rand_h(r, 1e-5f, 1e-4f, true); }},
+    {TensorType::IQ1_S, "iq1_s", 256, 50, -1, [](uint8_t* p, Rng& r) { as<BlockIQ1_S>(p)->d = rand_h(r, 1e-4f, 1e-3f, true); }},
+    {TensorType::IQ1_M, "iq1_m", 256, 56, -1,
+     [](uint8_t* p, Rng& r) {  // the fp16 super-scale lives in the top nibbles of the 4 scale words
+       const uint16_t h = rand_h(r, 1e-4f, 1e-3f, true);
+       for (int k = 0; k < 4; ++k) {
+         uint16_t w;
+         std::memcpy(&w, as<BlockIQ1_M>(p)->scales + 2 * k, 2);
+         w = static_cast<uint16_t>((w & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+         std::memcpy(as<BlockIQ1_M>(p)->scales + 2 * k, &w, 2);
+       }
+     }},
+    {TensorType::TQ1_0, "tq1_0", 256, 54, -1, [](uint8_t* p, Rng& r) { as<BlockTQ1_0>(p)->d = rand_h(r, 1e-3f, 1e-2f, true); }},
+    {TensorType::TQ2_0, "tq2_0", 256, 66, -1, [](uint8_t* p, Rng& r) { as<BlockTQ2_0>(p)->d = rand_h(r, 1e-3f, 1e-2f, true); }},
 };
 
 std::vector<uint8_t> random_bytes(size_t n, Rng& rng) {
@@ -248,10 +268,14 @@ TEST(tables_are_complete_and_consistent) {
   const std::pair<T, T> pairs[] = {{T::F32, T::F32},   {T::F16, T::F32},   {T::BF16, T::F32},   {T::Q4_0, T::Q8_0},
                                    {T::Q4_1, T::Q8_1}, {T::Q5_0, T::Q8_0}, {T::Q5_1, T::Q8_1},  {T::Q8_0, T::Q8_0},
                                    {T::Q2_K, T::Q8_K}, {T::Q3_K, T::Q8_K}, {T::Q4_K, T::Q8_K},  {T::Q5_K, T::Q8_K},
-                                   {T::Q6_K, T::Q8_K}, {T::IQ4_NL, T::Q8_0}, {T::IQ4_XS, T::Q8_K}, {T::MXFP4, T::Q8_0}};
+                                   {T::Q6_K, T::Q8_K}, {T::IQ4_NL, T::Q8_0}, {T::IQ4_XS, T::Q8_K}, {T::MXFP4, T::Q8_0},
+                                   {T::IQ2_XXS, T::Q8_K}, {T::IQ2_XS, T::Q8_K}, {T::IQ2_S, T::Q8_K}, {T::IQ3_XXS, T::Q8_K},
+                                   {T::IQ3_S, T::Q8_K}, {T::IQ1_S, T::Q8_K}, {T::IQ1_M, T::Q8_K}, {T::TQ1_0, T::Q8_K},
+                                   {T::TQ2_0, T::Q8_K}};
   for (auto [w, act] : pairs) CHECK(gen().types[tid(w)].vec_dot_type == act);
-  // Unsupported types stay null.
-  CHECK(gen().types[tid(T::IQ2_XXS)].dequant_row == nullptr);
+  // Unsupported types stay null (id 4 is unassigned in GGUF; I8 is a plain integer type).
+  CHECK(gen().types[4].dequant_row == nullptr && gen().types[4].vec_dot == nullptr);
+  CHECK(gen().types[tid(T::I8)].dequant_row == nullptr);
   CHECK(gen().types[tid(T::Q8_K)].vec_dot == nullptr);
   CHECK(gen().dot_f32 && gen().axpy_f32 && gen().fp16_to_f32_row && gen().f32_to_fp16_row);
   CHECK(gen().attn_scores_f16 && gen().attn_scores_f32 && gen().attn_pv_f16 && gen().attn_pv_f32 && gen().softmax_exp &&
@@ -339,6 +363,115 @@ TEST(dequant_known_values) {
   CHECK(out[0] == 15.0f);
   CHECK(out[128 + 96 + 8] == 15.0f * 15.0f);  // group (128+96+8)/16 = 14 -> scale 15
   CHECK(out[1] == 0.0f && out[255] == 0.0f);
+}
+
+namespace {
+
+uint64_t fnv1a(const void* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// Every byte of a grid in `allowed`, no entry twice.
+template <typename E, size_t N>
+bool grid_well_formed(const E (&g)[N], std::initializer_list<int> allowed) {
+  std::vector<E> sorted(g, g + N);
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return false;
+  for (E e : g)
+    for (size_t j = 0; j < sizeof(E); ++j)
+      if (std::find(allowed.begin(), allowed.end(), static_cast<int>((e >> (8 * j)) & 0xFF)) == allowed.end()) return false;
+  return true;
+}
+
+}  // namespace
+
+// The grids are format data: their FNV-1a hashes were computed from the
+// tables in llama.cpp v0.5.0's ggml-common.h (the reference the fixtures
+// were recorded with), so any changed entry fails here.
+TEST(iq_grids_are_ggml_format_data) {
+  using namespace iq_grids;
+  CHECK(fnv1a(kIQ2XXSGrid, sizeof kIQ2XXSGrid) == 0xbb4ee025b5ac6e8eull);
+  CHECK(fnv1a(kIQ2XSGrid, sizeof kIQ2XSGrid) == 0xc9b1ee61e79909bdull);
+  CHECK(fnv1a(kIQ2SGrid, sizeof kIQ2SGrid) == 0x123edd38a3b62b90ull);
+  CHECK(fnv1a(kIQ3XXSGrid, sizeof kIQ3XXSGrid) == 0xdfa5dc83d6a155d5ull);
+  CHECK(fnv1a(kIQ3SGrid, sizeof kIQ3SGrid) == 0xfa37020c25b44829ull);
+  CHECK(fnv1a(kIQ1SGrid, sizeof kIQ1SGrid) == 0x6703ed863501ae2eull);
+  CHECK(grid_well_formed(kIQ2XXSGrid, {8, 25, 43}));
+  CHECK(grid_well_formed(kIQ2XSGrid, {8, 25, 43}));
+  CHECK(grid_well_formed(kIQ2SGrid, {8, 25, 43}));
+  CHECK(grid_well_formed(kIQ3XXSGrid, {4, 12, 20, 28, 36, 44, 52, 62}));
+  CHECK(grid_well_formed(kIQ3SGrid, {1, 3, 5, 7, 9, 11, 13, 15}));
+  CHECK(grid_well_formed(kIQ1SGrid, {0x00, 0x01, 0xFF}));
+  // Sign bytes: the 7 stored signs plus the one that makes their count even.
+  for (int c = 0; c < 128; ++c) {
+    CHECK((kIQSignBytes.v[c] & 127) == c);
+    CHECK(__builtin_popcount(kIQSignBytes.v[c]) % 2 == 0);
+  }
+  CHECK(kIQ1Delta == 0.125f);
+}
+
+// Hand-built blocks of the grid and ternary types, decoded by hand from
+// the layouts in docs/QUANT_TYPES.md (grid entries 0 and 1 are known:
+// IQ2 0x08.., 0x08..082b; IQ3_S 0x01010101, 0x01010103; IQ1 all -1, 0xff..ff01).
+TEST(dequant_iq_known_values) {
+  float out[256];
+  auto dq = [&](TensorType t, const void* b, const CpuKernelTable& k) { k.types[tid(t)].dequant_row(b, out, 256); };
+  std::vector<const CpuKernelTable*> tables{&gen()};
+  for (const CpuKernelTable* t : simd_tables()) tables.push_back(t);
+  for (const CpuKernelTable* k : tables) {
+    // IQ2_XXS: d = 1, sub-block 0 runs use grid 1, 0; sign codes 3 (-> byte 0x03) and 1 (-> 0x81); s = 3.
+    BlockIQ2_XXS a{};
+    a.d = 0x3C00;
+    const uint32_t idx = 1, meta = 3u | (1u << 7) | (3u << 28);
+    std::memcpy(reinterpret_cast<uint8_t*>(a.qs), &idx, 4);
+    std::memcpy(reinterpret_cast<uint8_t*>(a.qs) + 4, &meta, 4);
+    dq(TensorType::IQ2_XXS, &a, *k);  // db = (0.5 + 3) / 4 = 0.875
+    CHECK(out[0] == -43 * 0.875f && out[1] == -7.0f && out[2] == 7.0f && out[7] == 7.0f);
+    CHECK(out[8] == -7.0f && out[9] == 7.0f && out[15] == -7.0f && out[32] == 1.0f);  // sub-block 1: grid 0, s = 0
+    // IQ1_S: d = 1, sub-block 0: s = 2 (x5), negative shift; run 0 grid 1, run 1 grid 0.
+    BlockIQ1_S s1{};
+    s1.d = 0x3C00;
+    s1.qs[0] = 1;
+    s1.qh[0] = static_cast<uint16_t>(0x8000 | (2 << 12));
+    dq(TensorType::IQ1_S, &s1, *k);
+    CHECK(out[0] == 5 * 0.875f && out[1] == 5 * -1.125f && out[8] == 5 * -1.125f);
+    CHECK(out[32] == -0.875f);  // sub-block 1: s = 0, positive shift, grid 0
+    // IQ1_M: super-scale 1.0 (0x3C00 in the top nibbles), sub-block 0 scales 3 / 5.
+    BlockIQ1_M m1{};
+    const uint16_t words[4] = {static_cast<uint16_t>(1 | (2 << 3)), 0, 0xC000, 0x3000};
+    std::memcpy(m1.scales, words, 8);
+    m1.qs[0] = 1;
+    m1.qh[0] = 0x08;  // run 0: negative shift; run 1: positive
+    dq(TensorType::IQ1_M, &m1, *k);
+    CHECK(out[0] == 3 * 0.875f && out[1] == 3 * -1.125f && out[8] == 3 * -0.875f && out[16] == 5 * -0.875f);
+    // IQ3_S: d = 1, sub-block 0 s = 1 (x3), sub-block 1 s = 2 (x5); run 0 grid 1, sign of element 0.
+    BlockIQ3_S s3{};
+    s3.d = 0x3C00;
+    s3.scales[0] = 0x21;
+    s3.qs[0] = 1;
+    s3.signs[0] = 0x01;
+    dq(TensorType::IQ3_S, &s3, *k);
+    CHECK(out[0] == -9.0f && out[1] == 3.0f && out[4] == 3.0f && out[32] == 5.0f);
+    // TQ2_0: element 128h + 32l + m = (qs[32h + m] >> 2l) & 3, minus 1.
+    BlockTQ2_0 t2{};
+    t2.d = 0x3C00;
+    t2.qs[0] = 0x18;  // l = 0: 0, l = 1: 2, l = 2: 1, l = 3: 0
+    t2.qs[32] = 2;
+    dq(TensorType::TQ2_0, &t2, *k);
+    CHECK(out[0] == -1.0f && out[32] == 1.0f && out[64] == 0.0f && out[96] == -1.0f && out[128] == 1.0f);
+    // TQ1_0: byte 181 = ceil(256 * (2*81 + 0*27 + 1*9 + 0 + 0) / 243) holds trits 2, 0, 1, 0, 0.
+    BlockTQ1_0 t1{};
+    t1.d = 0x3C00;
+    t1.qs[0] = 181;
+    t1.qs[32] = 181;
+    t1.qh[0] = 181;
+    dq(TensorType::TQ1_0, &t1, *k);
+    CHECK(out[0] == 1.0f && out[32] == -1.0f && out[64] == 0.0f && out[96] == -1.0f && out[128] == -1.0f);
+    CHECK(out[160] == 1.0f && out[176] == -1.0f && out[192] == 0.0f);
+    CHECK(out[240] == 1.0f && out[244] == -1.0f && out[248] == 0.0f && out[252] == -1.0f && out[1] == -1.0f);
+  }
 }
 
 namespace {
@@ -435,6 +568,144 @@ void walk_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n) {
       y[32 * i + j] = fp16_to_f32(x[i].d) * kIQ4NLValues[j < 16 ? (x[i].qs[j] & 15) : (x[i].qs[j - 16] >> 4)];
 }
 
+// The grid and ternary types: pointer walks over the packed fields with the
+// ggml operation order (factor, then * grid, then * +-1).
+float sgn(unsigned signs, int j) { return (signs >> j) & 1 ? -1.f : 1.f; }
+const uint8_t* bytes_of(uint64_t& v) { return reinterpret_cast<const uint8_t*>(&v); }
+
+void walk_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    const uint16_t* q = x[i].qs;
+    for (int ib = 0; ib < 8; ++ib, q += 4) {
+      uint32_t w[2];
+      std::memcpy(w, q, 8);
+      const float db = d * (0.5f + (w[1] >> 28)) * 0.25f;
+      for (int l = 0; l < 4; ++l, y += 8) {
+        uint64_t g = iq_grids::kIQ2XXSGrid[(w[0] >> (8 * l)) & 0xFF];
+        const unsigned code = (w[1] >> (7 * l)) & 127, signs = code | ((__builtin_popcount(code) & 1) << 7);
+        for (int j = 0; j < 8; ++j) y[j] = db * bytes_of(g)[j] * sgn(signs, j);
+      }
+    }
+  }
+}
+
+void walk_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int l = 0; l < 4; ++l, y += 8) {
+        const float db = d * (0.5f + ((x[i].scales[ib] >> (l < 2 ? 0 : 4)) & 0xF)) * 0.25f;
+        const uint16_t q = x[i].qs[4 * ib + l];
+        uint64_t g = iq_grids::kIQ2XSGrid[q % 512];
+        const unsigned code = q / 512, signs = code | ((__builtin_popcount(code) & 1) << 7);
+        for (int j = 0; j < 8; ++j) y[j] = db * bytes_of(g)[j] * sgn(signs, j);
+      }
+    }
+  }
+}
+
+void walk_iq2_s(const BlockIQ2_S* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    const uint8_t *qs = x[i].qs, *signs = x[i].qs + 32;
+    for (int ib = 0; ib < 8; ++ib, qs += 4, signs += 4) {
+      for (int l = 0; l < 4; ++l, y += 8) {
+        const float db = d * (0.5f + ((x[i].scales[ib] >> (l < 2 ? 0 : 4)) & 0xF)) * 0.25f;
+        uint64_t g = iq_grids::kIQ2SGrid[qs[l] + 256 * ((x[i].qh[ib] >> (2 * l)) & 3)];
+        for (int j = 0; j < 8; ++j) y[j] = db * bytes_of(g)[j] * sgn(signs[l], j);
+      }
+    }
+  }
+}
+
+void walk_iq3_xxs(const BlockIQ3_XXS* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    const uint8_t* qs = x[i].qs;
+    for (int ib = 0; ib < 8; ++ib) {
+      uint32_t w;
+      std::memcpy(&w, x[i].qs + 64 + 4 * ib, 4);
+      const float db = d * (0.5f + (w >> 28)) * 0.5f;
+      for (int l = 0; l < 4; ++l, y += 8, qs += 2) {
+        const unsigned code = (w >> (7 * l)) & 127, signs = code | ((__builtin_popcount(code) & 1) << 7);
+        uint64_t g = iq_grids::kIQ3XXSGrid[qs[0]] | (uint64_t{iq_grids::kIQ3XXSGrid[qs[1]]} << 32);
+        for (int j = 0; j < 8; ++j) y[j] = db * bytes_of(g)[j] * sgn(signs, j);
+      }
+    }
+  }
+}
+
+void walk_iq3_s(const BlockIQ3_S* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    const uint8_t *qs = x[i].qs, *signs = x[i].signs;
+    for (int ib = 0; ib < 8; ++ib) {
+      const float db = d * (1 + 2 * ((x[i].scales[ib / 2] >> (ib % 2 ? 4 : 0)) & 0xF));
+      for (int l = 0; l < 4; ++l, y += 8, qs += 2, ++signs) {
+        const int h0 = (x[i].qh[ib] >> (2 * l)) & 1, h1 = (x[i].qh[ib] >> (2 * l + 1)) & 1;
+        uint64_t g = iq_grids::kIQ3SGrid[qs[0] + 256 * h0] | (uint64_t{iq_grids::kIQ3SGrid[qs[1] + 256 * h1]} << 32);
+        for (int j = 0; j < 8; ++j) y[j] = db * bytes_of(g)[j] * sgn(*signs, j);
+      }
+    }
+  }
+}
+
+void walk_iq1_s(const BlockIQ1_S* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint16_t h = x[i].qh[ib];
+      const float dl = d * (2 * ((h >> 12) & 7) + 1), delta = (h >> 15) ? -0.125f : 0.125f;
+      for (int l = 0; l < 4; ++l, y += 8) {
+        uint64_t g = iq_grids::kIQ1SGrid[x[i].qs[4 * ib + l] + 256 * ((h >> (3 * l)) & 7)];
+        for (int j = 0; j < 8; ++j) y[j] = dl * (static_cast<int8_t>(bytes_of(g)[j]) + delta);
+      }
+    }
+  }
+}
+
+void walk_iq1_m(const BlockIQ1_M* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    uint16_t sc[4];
+    std::memcpy(sc, x[i].scales, 8);
+    const uint16_t dh = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 12) << 4) | ((sc[2] >> 12) << 8) | ((sc[3] >> 12) << 12));
+    const float d = fp16_to_f32(dh);
+    for (int ib = 0; ib < 8; ++ib) {
+      for (int l = 0; l < 4; ++l, y += 8) {
+        const float dl = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + (l < 2 ? 0 : 3))) & 7) + 1);
+        const int nib = (x[i].qh[2 * ib + l / 2] >> (l % 2 ? 4 : 0)) & 0xF;
+        const float delta = nib & 8 ? -0.125f : 0.125f;
+        uint64_t g = iq_grids::kIQ1SGrid[x[i].qs[4 * ib + l] + 256 * (nib & 7)];
+        for (int j = 0; j < 8; ++j) y[j] = dl * (static_cast<int8_t>(bytes_of(g)[j]) + delta);
+      }
+    }
+  }
+}
+
+int trit_of(uint8_t v, int k) { return ((v * std::array<int, 5>{1, 3, 9, 27, 81}[k]) % 256 * 3) / 256; }
+
+void walk_tq1_0(const BlockTQ1_0* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int k = 0; k < 5; ++k)
+      for (int m = 0; m < 32; ++m) *y++ = (float)(trit_of(x[i].qs[m], k) - 1) * d;
+    for (int k = 0; k < 5; ++k)
+      for (int m = 0; m < 16; ++m) *y++ = (float)(trit_of(x[i].qs[32 + m], k) - 1) * d;
+    for (int k = 0; k < 4; ++k)
+      for (int m = 0; m < 4; ++m) *y++ = (float)(trit_of(x[i].qh[m], k) - 1) * d;
+  }
+}
+
+void walk_tq2_0(const BlockTQ2_0* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 4; ++l)
+        for (int m = 0; m < 32; ++m) *y++ = (float)(((x[i].qs[32 * h + m] >> (2 * l)) & 3) - 1) * d;
+  }
+}
+
 void walk_f16(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_f32(x[i]);
 }
@@ -463,6 +734,18 @@ TEST(generic_dequant_matches_literal_ggml_loops) {
     run(TensorType::IQ4_XS, 136, [](const uint8_t* p, float* y, int64_t n) { walk_iq4_xs(reinterpret_cast<const BlockIQ4_XS*>(p), y, n); }, "iq4_xs");
     run(TensorType::IQ4_NL, 8 * 18, [](const uint8_t* p, float* y, int64_t n) { walk_iq4_nl(reinterpret_cast<const BlockIQ4_NL*>(p), y, n); }, "iq4_nl");
     run(TensorType::F16, 512, [](const uint8_t* p, float* y, int64_t n) { walk_f16(reinterpret_cast<const uint16_t*>(p), y, n); }, "f16");
+#define GUILD_WALK(T, B, bytes, fn, name) \
+  run(TensorType::T, bytes, [](const uint8_t* p, float* y, int64_t n) { fn(reinterpret_cast<const B*>(p), y, n); }, name)
+    GUILD_WALK(IQ2_XXS, BlockIQ2_XXS, 66, walk_iq2_xxs, "iq2_xxs");
+    GUILD_WALK(IQ2_XS, BlockIQ2_XS, 74, walk_iq2_xs, "iq2_xs");
+    GUILD_WALK(IQ2_S, BlockIQ2_S, 82, walk_iq2_s, "iq2_s");
+    GUILD_WALK(IQ3_XXS, BlockIQ3_XXS, 98, walk_iq3_xxs, "iq3_xxs");
+    GUILD_WALK(IQ3_S, BlockIQ3_S, 110, walk_iq3_s, "iq3_s");
+    GUILD_WALK(IQ1_S, BlockIQ1_S, 50, walk_iq1_s, "iq1_s");
+    GUILD_WALK(IQ1_M, BlockIQ1_M, 56, walk_iq1_m, "iq1_m");
+    GUILD_WALK(TQ1_0, BlockTQ1_0, 54, walk_tq1_0, "tq1_0");
+    GUILD_WALK(TQ2_0, BlockTQ2_0, 66, walk_tq2_0, "tq2_0");
+#undef GUILD_WALK
   }
 }
 

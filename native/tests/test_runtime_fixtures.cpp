@@ -85,6 +85,20 @@ size_t first_tight_routing(const std::string& routing_path, size_t n_tokens, dou
 
 bool supported_arch(const Loaded& l) { return l.model != nullptr; }
 
+// The expected logit error of a quantized file (the README's greedy rule):
+// where llama.cpp's own top-1/top-2 margin is below it, a different argmax is
+// a tie within the error, not a disagreement.
+constexpr double kQuantizedLogitError = 0.5;
+
+double top2_margin(const float* row, int n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    if (row[i] > a) { b = a; a = row[i]; }
+    else if (row[i] > b) b = row[i];
+  }
+  return static_cast<double>(a) - b;
+}
+
 }  // namespace
 
 // Whole-prompt logits vs llama.cpp: F32 masters with F32 KV vs the .exact
@@ -118,7 +132,7 @@ TEST(logits_match_llama_cpp) {
       const size_t tight = first_tight_routing(base + "routing-" + prompt + (exact_file ? ".exact" : "") + ".json",
                                                ids.size(), 0.05);
       double max_abs = 0.0;
-      size_t argmax_ok_before = 0, argmax_ok_after = 0, bad_rms_before = 0;
+      size_t argmax_ok_before = 0, argmax_ok_after = 0, bad_rms_before = 0, near_ties_before = 0;
       std::vector<double> abs_after;
       for (size_t p = 0; p < ids.size(); ++p) {
         const float* g = got.data() + p * n_vocab;
@@ -131,7 +145,12 @@ TEST(logits_match_llama_cpp) {
           if (p >= tight) abs_after.push_back(d);
         }
         const bool same_argmax = std::max_element(g, g + n_vocab) - g == std::max_element(w, w + n_vocab) - w;
-        if (p < tight) { argmax_ok_before += same_argmax; bad_rms_before += std::sqrt(sq / n_vocab) > 0.5; }
+        const bool near_tie = !l.is_master && top2_margin(w, n_vocab) < kQuantizedLogitError;
+        if (p < tight) {
+          argmax_ok_before += same_argmax || near_tie;
+          near_ties_before += !same_argmax && near_tie;
+          bad_rms_before += std::sqrt(sq / n_vocab) > 0.5;
+        }
         else argmax_ok_after += same_argmax;
       }
       std::printf("  %s/%s: %zu positions, max|d| %.3g, tight routing from %zu\n", dir.c_str(), name.c_str(),
@@ -141,6 +160,9 @@ TEST(logits_match_llama_cpp) {
       } else {
         CHECK_MSG(bad_rms_before == 0, "%s/%s: %zu positions before %zu with rms > 0.5", dir.c_str(), name.c_str(),
                   bad_rms_before, tight);
+        if (near_ties_before > 0)
+          std::printf("  %s/%s: %zu argmax difference(s) before %zu at llama.cpp near-ties (margin < %.1f)\n",
+                      dir.c_str(), name.c_str(), near_ties_before, tight, kQuantizedLogitError);
         CHECK_MSG(tight == 0 || argmax_ok_before >= 0.9 * tight, "%s/%s argmax %zu/%zu", dir.c_str(), name.c_str(),
                   argmax_ok_before, tight);
         if (!abs_after.empty()) {
@@ -199,7 +221,8 @@ TEST(greedy_matches_llama_cpp) {
 // Feeding a prompt one token at a time gives the batch's last-row logits.
 TEST(batch_equals_sequential) {
   const std::string fx = check::fixtures_dir();
-  for (const char* dir : {"qwen3moe-a-F32", "mixtral-a-F32", "qwen3moe-a-Q4_K_M"}) {
+  for (const char* dir : {"qwen3moe-a-F32", "mixtral-a-F32", "qwen3moe-a-Q4_K_M", "qwen3moe-a-IQ1_S", "qwen3moe-a-IQ1_M",
+                          "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ2_XS", "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ3_S"}) {
     Loaded l = load_fixture_model(fx, dir, KvType::F32);
     if (!supported_arch(l)) continue;
     json::Value greedy = load_json(fx + "/expected/" + dir + "/greedy.json");

@@ -19,7 +19,7 @@
 namespace guild {
 
 inline constexpr int kQK32 = 32;   // block size of the "legacy" types, IQ4_NL, MXFP4
-inline constexpr int kQK_K = 256;  // super-block size of the K-quants, IQ4_XS, Q8_K
+inline constexpr int kQK_K = 256;  // super-block size of the K-quants, IQ1/IQ2/IQ3/IQ4_XS, TQ, Q8_K
 
 // ---- 32-element blocks ------------------------------------------------------
 
@@ -166,6 +166,110 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockIQ4_XS) == 136, "BlockIQ4_XS must be 136 bytes");
 
+// ---- 256-element grid types (IQ1, IQ2, IQ3) ----------------------------------------
+//
+// Each super-block is 8 sub-blocks of 32 elements; every run of 8 (IQ2, IQ1)
+// or 4 (IQ3) consecutive elements is one entry of a fixed codebook ("grid",
+// cpu/generic/iq_grids.h), stored as an index. IQ2/IQ3 grid values are
+// positive magnitudes; one sign bit per element comes with them (bit j of
+// the run's sign byte flips element j). IQ1 grid values are -1/0/+1 with a
+// shift of +-1/8 per run. docs/QUANT_TYPES.md has the formulas.
+
+// Sub-block b: 8 bytes at qs[4b]: bytes 0..3 = grid indices (iq2xxs, 256
+// entries) of runs 0..3; the u32 at bytes 4..7 holds four 7-bit sign codes
+// (bits 7r..7r+6 for run r; the 8th sign is their parity) and, in bits
+// 28..31, the sub-block scale s: x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[32];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66, "BlockIQ2_XXS must be 66 bytes");
+
+// Run r (0..31): qs[r] = 9-bit grid index (iq2xs, 512 entries) | 7-bit sign
+// code << 9. scales[b]: low nibble = scale of runs 4b, 4b+1, high nibble of
+// runs 4b+2, 4b+3: x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74, "BlockIQ2_XS must be 74 bytes");
+
+// Run r: grid index (iq2s, 1024 entries) = qs[r] | ((qh[r/4] >> 2(r%4)) & 3) << 8;
+// sign byte = qs[32 + r] (all 8 signs stored). Scales as IQ2_XS.
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[64];      // 32 index low bytes, then 32 sign bytes
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ2_S) == 82, "BlockIQ2_S must be 82 bytes");
+
+// Runs of 4: qs[0..63] are grid indices (iq3xxs, 256 entries), qs[8b + k]
+// covers elements 32b + 4k..4k+3. qs[64 + 4b..] is a u32 for sub-block b with
+// four 7-bit sign codes (one per 8 elements, as IQ2_XXS) and the scale s in
+// bits 28..31: x = d * (0.5 + s) * 0.5 * grid * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[96];
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98, "BlockIQ3_XXS must be 98 bytes");
+
+// Runs of 4: grid index (iq3s, 512 entries) of qs[8b + k] =
+// qs[8b + k] | ((qh[b] >> k) & 1) << 8; signs[4b + e] = sign byte of elements
+// 32b + 8e..8e+7. Scale of sub-block b: nibble b%2 of scales[b/2]:
+// x = d * (1 + 2s) * grid * sign.
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+static_assert(sizeof(BlockIQ3_S) == 110, "BlockIQ3_S must be 110 bytes");
+
+// Sub-block b, run r (0..3): grid index (iq1s, 2048 entries) =
+// qs[4b + r] | ((qh[b] >> 3r) & 7) << 8; qh[b] bits 12..14 = scale s, bit 15 =
+// sign of the shift: x = d * (2s + 1) * (grid + (bit15 ? -1/8 : +1/8)).
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+static_assert(sizeof(BlockIQ1_S) == 50, "BlockIQ1_S must be 50 bytes");
+
+// No stored d: the fp16 super-scale is the top nibbles of the four u16 words
+// of scales (iq1m_super_scale). Sub-block b, run r: grid index (iq1s) =
+// qs[4b + r] | ((qh[2b + r/2] >> 4(r%2)) & 7) << 8, shift sign = bit 3 of that
+// nibble. Scales: u16 word w = b/2, 3-bit fields at bit 6(b%2) (runs 0, 1) and
+// 6(b%2) + 3 (runs 2, 3): x = d * (2s + 1) * (grid +- 1/8).
+struct BlockIQ1_M {
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ1_M) == 56, "BlockIQ1_M must be 56 bytes");
+
+// ---- ternary types -------------------------------------------------------------
+
+// Trits t in 0..2 (x = d * (t - 1)) packed 5 per byte as a base-3 fixed-point
+// fraction: trit n of byte v is ((v * 3^n) mod 256) * 3 >> 8. Elements:
+// qs[m] (m < 32) holds 32n + m; qs[32 + m] (m < 16) holds 160 + 16n + m;
+// qh[j] (4 trits) holds 240 + 4n + j.
+struct BlockTQ1_0 {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ1_0) == 54, "BlockTQ1_0 must be 54 bytes");
+
+// 2-bit t (x = d * (t - 1)): element 128h + 32l + m = (qs[32h + m] >> 2l) & 3.
+struct BlockTQ2_0 {
+  uint8_t qs[64];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ2_0) == 66, "BlockTQ2_0 must be 66 bytes");
+
 // ---- value tables and small decoders -------------------------------------------
 
 // Non-linear 4-bit levels of IQ4_NL / IQ4_XS.
@@ -212,6 +316,40 @@ static inline int iq4xs_scale(const BlockIQ4_XS& b, int g) {
   const int lo = (b.scales_l[g >> 1] >> (4 * (g & 1))) & 0xF;
   const int hi = (b.scales_h >> (2 * g)) & 3;
   return (lo | (hi << 4)) - 32;
+}
+
+// IQ1_M: the fp16 bits of the super-block scale, gathered from the top
+// nibble of each of the four little-endian u16 words of `scales`.
+static inline uint16_t iq1m_super_scale(const uint8_t* scales) {
+  uint16_t w[4];
+  memcpy(w, scales, 8);
+  return static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00F0) | ((w[2] >> 4) & 0x0F00) | (w[3] & 0xF000));
+}
+
+// IQ1_M: the odd multiplier 2s + 1 of half h (0: elements 0..15, 1: 16..31)
+// of sub-block b.
+static inline int iq1m_sub_scale(const uint8_t* scales, int b, int h) {
+  const int w = scales[2 * (b >> 1)] | (scales[2 * (b >> 1) + 1] << 8);
+  return 2 * ((w >> (6 * (b & 1) + 3 * h)) & 7) + 1;
+}
+
+// TQ1_0: trit (0..2) of element e (layout at BlockTQ1_0).
+static inline int tq1_trit(const BlockTQ1_0& b, int e) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  uint8_t v;
+  int n;
+  if (e < 160) {
+    v = b.qs[e & 31];
+    n = e >> 5;
+  } else if (e < 240) {
+    v = b.qs[32 + ((e - 160) & 15)];
+    n = (e - 160) >> 4;
+  } else {
+    v = b.qh[(e - 240) & 3];
+    n = (e - 240) >> 2;
+  }
+  const uint8_t q = static_cast<uint8_t>(v * kPow3[n]);  // the trit's digit moved to the top (mod 256)
+  return (q * 3) >> 8;
 }
 
 }  // namespace guild

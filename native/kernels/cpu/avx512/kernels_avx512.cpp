@@ -43,6 +43,7 @@
 #include "core/fp16.h"
 #include "core/kernel_table.h"
 #include "core/quant_blocks.h"
+#include "cpu/generic/iq_grids.h"
 
 namespace guild {
 
@@ -54,9 +55,12 @@ namespace {
 #include "../avx2/dequant_avx2.inc"
 #include "../avx2/quantize_avx2.inc"
 #include "../avx2/vec_dot_avx2.inc"
+#include "../avx2/iq_grid_avx2.inc"
+#include "../avx2/ternary_avx2.inc"
 #include "../avx2/gemm_avx2.inc"
 #include "gemm_avx512.inc"
 #include "gemm_amx.inc"
+#include "iq_grid_avx512.inc"
 
 constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
                         GemmFn gemm = nullptr) {
@@ -87,6 +91,15 @@ constexpr CpuKernelTable make_avx512_table() {
   set_type(t, T::IQ4_NL, dq_iq4_nl, T::Q8_0, vd_iq4_nl);
   set_type(t, T::IQ4_XS, dq_iq4_xs, T::Q8_K, vd_iq4_xs);
   set_type(t, T::MXFP4, dq_mxfp4, T::Q8_0, vd_mxfp4);
+  set_type(t, T::IQ2_XXS, dq_iq2_xxs, T::Q8_K, vd_iq2_xxs_512);
+  set_type(t, T::IQ2_XS, dq_iq2_xs, T::Q8_K, vd_iq2_xs_512);
+  set_type(t, T::IQ2_S, dq_iq2_s, T::Q8_K, vd_iq2_s_512);
+  set_type(t, T::IQ3_XXS, dq_iq3_xxs, T::Q8_K, vd_iq3_xxs_512);
+  set_type(t, T::IQ3_S, dq_iq3_s, T::Q8_K, vd_iq3_s_512);
+  set_type(t, T::IQ1_S, dq_iq1_s, T::Q8_K, vd_iq1_s_512);
+  set_type(t, T::IQ1_M, dq_iq1_m, T::Q8_K, vd_iq1_m_512);
+  set_type(t, T::TQ1_0, dq_tq1_0, T::Q8_K, vd_tq1_0);
+  set_type(t, T::TQ2_0, dq_tq2_0, T::Q8_K, vd_tq2_0);
 
   t.quantize_act[static_cast<uint32_t>(T::F32)] = quant_f32;
   t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = quant_q8_0;

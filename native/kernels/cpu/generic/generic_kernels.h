@@ -25,6 +25,15 @@ void dequant_q6_k(const void* src, float* dst, int64_t n);
 void dequant_iq4_nl(const void* src, float* dst, int64_t n);
 void dequant_iq4_xs(const void* src, float* dst, int64_t n);
 void dequant_mxfp4(const void* src, float* dst, int64_t n);
+void dequant_iq2_xxs(const void* src, float* dst, int64_t n);
+void dequant_iq2_xs(const void* src, float* dst, int64_t n);
+void dequant_iq2_s(const void* src, float* dst, int64_t n);
+void dequant_iq3_xxs(const void* src, float* dst, int64_t n);
+void dequant_iq3_s(const void* src, float* dst, int64_t n);
+void dequant_iq1_s(const void* src, float* dst, int64_t n);
+void dequant_iq1_m(const void* src, float* dst, int64_t n);
+void dequant_tq1_0(const void* src, float* dst, int64_t n);
+void dequant_tq2_0(const void* src, float* dst, int64_t n);
 
 // ---- activation quantizers
 void quantize_f32(const float* src, void* dst, int64_t n);  // copy
@@ -49,6 +58,15 @@ float vec_dot_q4_k(int64_t n, const void* w, const void* a);  // . Q8_K
 float vec_dot_q5_k(int64_t n, const void* w, const void* a);  // . Q8_K
 float vec_dot_q6_k(int64_t n, const void* w, const void* a);  // . Q8_K
 float vec_dot_iq4_xs(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_iq2_xxs(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_iq2_xs(int64_t n, const void* w, const void* a);   // . Q8_K
+float vec_dot_iq2_s(int64_t n, const void* w, const void* a);    // . Q8_K
+float vec_dot_iq3_xxs(int64_t n, const void* w, const void* a);  // . Q8_K
+float vec_dot_iq3_s(int64_t n, const void* w, const void* a);    // . Q8_K
+float vec_dot_iq1_s(int64_t n, const void* w, const void* a);    // . Q8_K
+float vec_dot_iq1_m(int64_t n, const void* w, const void* a);    // . Q8_K
+float vec_dot_tq1_0(int64_t n, const void* w, const void* a);    // . Q8_K
+float vec_dot_tq2_0(int64_t n, const void* w, const void* a);    // . Q8_K
 
 // ---- float helpers
 float dot_f32(int64_t n, const float* a, const float* b);

@@ -36,6 +36,15 @@ constexpr CpuKernelTable make_generic_table() {
   set_type(t, T::IQ4_NL, g::dequant_iq4_nl, T::Q8_0, g::vec_dot_iq4_nl);
   set_type(t, T::IQ4_XS, g::dequant_iq4_xs, T::Q8_K, g::vec_dot_iq4_xs);
   set_type(t, T::MXFP4, g::dequant_mxfp4, T::Q8_0, g::vec_dot_mxfp4);
+  set_type(t, T::IQ2_XXS, g::dequant_iq2_xxs, T::Q8_K, g::vec_dot_iq2_xxs);
+  set_type(t, T::IQ2_XS, g::dequant_iq2_xs, T::Q8_K, g::vec_dot_iq2_xs);
+  set_type(t, T::IQ2_S, g::dequant_iq2_s, T::Q8_K, g::vec_dot_iq2_s);
+  set_type(t, T::IQ3_XXS, g::dequant_iq3_xxs, T::Q8_K, g::vec_dot_iq3_xxs);
+  set_type(t, T::IQ3_S, g::dequant_iq3_s, T::Q8_K, g::vec_dot_iq3_s);
+  set_type(t, T::IQ1_S, g::dequant_iq1_s, T::Q8_K, g::vec_dot_iq1_s);
+  set_type(t, T::IQ1_M, g::dequant_iq1_m, T::Q8_K, g::vec_dot_iq1_m);
+  set_type(t, T::TQ1_0, g::dequant_tq1_0, T::Q8_K, g::vec_dot_tq1_0);
+  set_type(t, T::TQ2_0, g::dequant_tq2_0, T::Q8_K, g::vec_dot_tq2_0);
 
   t.quantize_act[static_cast<uint32_t>(T::F32)] = g::quantize_f32;
   t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = g::quantize_q8_0;
