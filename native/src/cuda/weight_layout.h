@@ -1,0 +1,78 @@
+// The decoder's memory plan, shared by CudaDecoder::estimate() and create():
+// plan() checks a model against what the kernels support and lays out the
+// weight arena (each tensor once, rows padded to 16 bytes, tensors 256-byte
+// aligned), the hybrid expert caches and staging area, the KV cache and the
+// scratch sizes. It is separate from the decoder because sizing a model
+// touches no device. Offsets and Arena pack buffers 256-byte aligned into one
+// allocation (peer buffers, scratch). Internal to guild_cuda.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_decoder.h"
+
+namespace guild::cuda {
+
+inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// One weight tensor to upload: rows of row_bytes from host, to rows of stride bytes.
+struct Upload {
+  const uint8_t* src = nullptr;
+  int64_t rows = 0;          // total rows (all experts)
+  size_t row_bytes = 0;
+  size_t stride = 0;         // device row stride (multiple of 16)
+  size_t offset = 0;         // in the weight arena
+  size_t bytes() const { return static_cast<size_t>(rows) * stride; }
+};
+
+// Sizes shared by estimate() and create().
+struct Layout {
+  // scratch floats / bytes
+  int T = 0, K = 1, n_ff_max = 0, q_dim = 0, kv_dim = 0, widest = 0, act_rows = 0, logits_rows = 0, max_tiles = 1;
+  size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, cache_bytes = 0, staging_bytes = 0;
+  std::vector<Upload> uploads;
+  // Hybrid: per layer, the GPU expert cache (offsets in the cache arena).
+  struct Cache {
+    int slots = 0;
+    size_t gate_off = 0, up_off = 0, down_off = 0;
+    size_t gate_stride = 0, up_stride = 0, down_stride = 0;  // row strides
+  };
+  std::vector<Cache> caches;
+  bool hybrid = false;
+  std::unordered_map<const void*, size_t> index;  // host data -> uploads index
+};
+
+// Fills *out for the model and options (false + *error where the kernels
+// cannot run it or the options do not fit it).
+bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, Layout* out,
+          std::string* error);
+
+// Byte offsets of buffers packed 256-aligned, laid out before the one
+// allocation that holds them.
+struct Offsets {
+  size_t used = 0;
+  size_t take(size_t bytes) {
+    used = align_up(used, 256);
+    const size_t o = used;
+    used += bytes;
+    return o;
+  }
+  size_t total() const { return align_up(used, 256); }
+};
+
+struct Arena {
+  uint8_t* base = nullptr;
+  size_t used = 0;
+  template <typename T>
+  T* take(size_t count) {
+    used = align_up(used, 256);
+    T* p = reinterpret_cast<T*>(base + used);
+    used += count * sizeof(T);
+    return p;
+  }
+};
+
+}  // namespace guild::cuda
