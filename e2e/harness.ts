@@ -31,6 +31,7 @@ export async function buildRenderer(): Promise<void> {
 export const e2ePacing = { tokensPerStep: 1, delayMs: 80 };
 
 export interface Served {
+  /** `web.url` is the printed link (…/app/?token=…): a page that opens it gets the session cookie. */
   web: WebMode;
   dataDir: string;
   close(): Promise<void>;

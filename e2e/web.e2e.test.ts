@@ -35,6 +35,19 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await served?.close();
   });
 
+  it("opens through the printed link: its token becomes a session cookie and leaves the address bar", async () => {
+    const { serverUrl, token } = served.web;
+    expect(served.web.url).toBe(`${serverUrl}/app/?token=${token}`);
+    expect(page.url()).toBe(`${serverUrl}/app/`);
+    const cookies = await page.context().cookies();
+    expect(cookies).toHaveLength(1);
+    expect(cookies[0]).toMatchObject({
+      name: `guild_session_${new URL(serverUrl).port}`, value: token, path: "/app", httpOnly: true, sameSite: "Strict", expires: -1,
+    });
+    // Scripts in the page cannot read it.
+    expect(await page.evaluate(() => document.cookie)).toBe("");
+  });
+
   const shot = (name: string) => page.screenshot({ path: path.join(artifactsDir, `${name}.png`) });
   const lastAssistant = () => page.locator("[data-testid=message-assistant]").last();
 
@@ -349,6 +362,36 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it("without the session: /app/ says to open the printed link, and a tab whose session ends says so", async () => {
+    const context = await browser.newContext();
+    try {
+      const tab = await context.newPage();
+      const errors: string[] = [];
+      tab.on("pageerror", (e) => errors.push(e.message));
+      // No cookie: the app's page is replaced by a page that says what to do, and never shows the secret.
+      const bare = await tab.goto(`${served.web.serverUrl}/app/`);
+      expect(bare!.status()).toBe(401);
+      expect(await tab.locator("body").textContent()).toMatch(/Open the link printed by npm start or guild serve/);
+      expect(await tab.content()).not.toContain(served.web.token);
+      // A wrong token is no way in either.
+      expect((await tab.goto(`${served.web.serverUrl}/app/?token=${"A".repeat(43)}`))!.status()).toBe(401);
+      expect(await tab.locator("body").textContent()).toMatch(/not valid any more/);
+      // The printed link is.
+      await tab.goto(served.web.url);
+      await tab.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+      // The session goes (as when the server restarts with a new secret): the next call says to open the new link.
+      await context.clearCookies();
+      await tab.getByTestId("nav-chat").click();
+      await tab.getByTestId("new-chat").click();
+      await expect.poll(() => tab.getByTestId("session-lost").textContent())
+        .toBe("This tab's session has ended: the server was restarted, or this is an old link. Open the new link that npm start or guild serve printed in its terminal.");
+      await tab.screenshot({ path: path.join(artifactsDir, "session-lost.png") });
+      expect(errors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+
   it("loads the model again with stage progress, and inspects it", async () => {
     await page.getByTestId("nav-models").click();
     const row = page.locator("tr", { hasText: "guild-demo-qwen3moe-Q8_0.gguf" });
@@ -380,6 +423,8 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     const stages: string[] = [];
     const off = served.web.services.subscribe((name, p) => { if (name === "model.progress") stages.push((p as { stage: string }).stage); });
     await row.getByRole("button", { name: "Load" }).click();
+    // The same model was loaded before, so its name is on the page already: wait for this load's last stage.
+    await expect.poll(() => stages.includes(LOAD_STAGES[LOAD_STAGES.length - 1]!), { timeout: 60_000 }).toBe(true);
     await expect.poll(() => page.getByTestId("current-model").textContent(), { timeout: 60_000 }).toContain("qwen3moe");
     off();
     expect(stages.slice(0, LOAD_STAGES.length)).toEqual([...LOAD_STAGES]);

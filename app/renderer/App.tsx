@@ -3,6 +3,7 @@ import { useEffect } from "react";
 import iconUrl from "../../assets/icon.svg?url";
 
 import { ChatView } from "./chat/ChatView.js";
+import { NoticeBar } from "./common/NoticeBar.js";
 import { ModelsView } from "./models/ModelsView.js";
 import { PackagesView } from "./packages/PackagesView.js";
 import { ProfileView } from "./profile/ProfileView.js";
@@ -22,6 +23,7 @@ export function App() {
     const s = useApp.getState();
     void s.refreshModels();
     void s.loadConversations();
+    void s.refreshNotices();
     return off;
   }, []);
   return (
@@ -35,6 +37,7 @@ export function App() {
         <div className="rail-status">{loading ? "Loading model…" : current ? current.name : "No model"}</div>
       </nav>
       <main className="content">
+        <NoticeBar />
         {view === "chat" && <ChatView />}
         {view === "models" && <ModelsView />}
         {view === "packages" && <PackagesView />}

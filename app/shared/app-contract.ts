@@ -179,8 +179,31 @@ export interface ProfileRecord {
 export interface ProfileService {
   recent(): Promise<ProfileRecord[]>;
   get(req: { id: string }): Promise<StartupProfileJson>;
-  /** Reads a profile JSON (e.g. from `guild run --profile-out`) and validates its schema. */
+  /**
+   * Validates a profile JSON (e.g. from `guild run --profile-out`) and returns
+   * it. Give one of: `json`, the text of a file the user picked (what the
+   * renderer sends: a page never sees file paths); or `path`, a file inside the
+   * app's profile folder (absolute or relative to it; a path, or a symbolic
+   * link, leading out of it is refused). Errors never quote the file's text.
+   */
   open(req: { path?: string; json?: string }): Promise<StartupProfileJson>;
+}
+
+// ---------------------------------------------------------------- notices
+
+/** Something the user must be told once, e.g. that a damaged chat database was replaced. */
+export interface AppNotice {
+  id: string;
+  level: "warning";
+  /** One sentence, shown as it is. */
+  message: string;
+}
+
+export interface NoticeService {
+  /** The notices not dismissed yet: the renderer shows them when it starts. */
+  list(): Promise<AppNotice[]>;
+  /** Dismisses a notice for every window and tab (`notices.changed`); false when there is no such notice. */
+  dismiss(req: { id: string }): Promise<{ dismissed: boolean }>;
 }
 
 // ---------------------------------------------------------------- the whole contract
@@ -190,6 +213,7 @@ export interface AppContract {
   models: ModelService;
   packages: PackageService;
   profiles: ProfileService;
+  notices: NoticeService;
 }
 
 export type ServiceName = keyof AppContract;
@@ -246,6 +270,10 @@ export const OPERATIONS = {
     recent: null,
     get: { id: "string" },
     open: { path: "string?", json: "string?" },
+  },
+  notices: {
+    list: null,
+    dismiss: { id: "string" },
   },
 } as const satisfies { [S in ServiceName]: { [M in MethodName<S>]: RequestSchema } };
 
@@ -318,9 +346,13 @@ export interface AppEvents {
   "model.state": ModelStateEvent;
   "packages.changed": { packages: PackageInfo[] };
   "profiles.changed": { recent: ProfileRecord[] };
+  /** The notices not dismissed yet, whenever one is added or dismissed. */
+  "notices.changed": { notices: AppNotice[] };
 }
 export type EventName = keyof AppEvents;
-export const EVENT_NAMES = ["chat.reply", "model.progress", "model.state", "packages.changed", "profiles.changed"] as const satisfies readonly EventName[];
+export const EVENT_NAMES = [
+  "chat.reply", "model.progress", "model.state", "packages.changed", "profiles.changed", "notices.changed",
+] as const satisfies readonly EventName[];
 
 export function eventChannelOf(name: EventName): string {
   return `guild:event:${name}`;

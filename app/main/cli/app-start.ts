@@ -39,7 +39,8 @@ export async function startApp(argv: readonly string[] = process.argv.slice(2)):
   const port = portArg ? Number(portArg.slice("--port=".length)) : Number(process.env["GUILD_PORT"] ?? 8765);
   process.stdout.write(`guild: ${electron.reason}; starting web mode instead.\n`);
   const web = await startWebMode({ port });
-  process.stdout.write(`Guild is running at ${web.url}  (Ctrl+C to quit)\n`);
+  // The link carries this start's secret (docs/API.md, "Web mode"): it is the way in, so print it whole.
+  process.stdout.write(`Guild is running: open ${web.url}  (a new link on every start; Ctrl+C to quit)\n`);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

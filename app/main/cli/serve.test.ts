@@ -2,6 +2,7 @@
 // embedded demo model: curl streaming, the openai client agreeing with
 // `guild run --chat`, the safe-default refusals and a graceful stop.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -41,6 +42,13 @@ function serve(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Se
   });
 }
 
+/** The app's link `guild serve` printed (…/app/?token=…). */
+function appLink(s: Served): string {
+  const m = /^guild: the app: (\S+)$/m.exec(s.stdout());
+  if (!m) throw new Error(`no app link in ${JSON.stringify(s.stdout())}`);
+  return m[1]!;
+}
+
 function curl(args: readonly string[]): Promise<{ code: number | null; stdout: string }> {
   return new Promise((resolve, reject) => {
     const p = spawn("curl", args);
@@ -61,9 +69,11 @@ describe("guild serve", () => {
     if (served && served.proc.exitCode === null) served.proc.kill("SIGKILL");
   });
 
-  it("prints where it serves: the embedded model on 127.0.0.1", () => {
+  it("prints where it serves: the embedded model on 127.0.0.1, and the app's link with this start's secret", async () => {
     expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    expect(served.stdout()).toMatch(/^guild: serving .*guild-demo-qwen3moe-Q8_0\.gguf at http:\/\/127\.0\.0\.1:\d+\n$/);
+    await expect.poll(() => served.stdout().split("\n").length).toBe(3);
+    expect(served.stdout()).toMatch(/^guild: serving .*guild-demo-qwen3moe-Q8_0\.gguf at http:\/\/127\.0\.0\.1:\d+\nguild: the app: http:\/\/127\.0\.0\.1:\d+\/app\/\?token=[A-Za-z0-9_-]{43}\n$/);
+    expect(appLink(served)).toContain(`${served.url}/app/?token=`);
     expect(served.stderr()).toBe("");
   });
 
@@ -150,10 +160,39 @@ describe("guild serve: safe defaults and bad usage", () => {
     }
   });
 
+  it("with --api-key on loopback, the printed app link still opens the app (its session, not the key), while /v1 needs the key", async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-serve-key-"));
+    const s = await serve(["--port", "0", "--threads", "1", "--api-key", "sk-local"], { GUILD_DATA_DIR: dataDir });
+    try {
+      await expect.poll(() => /^guild: the app: /m.test(s.stdout())).toBe(true);
+      const link = new URL(appLink(s));
+      const port = link.port;
+      const exchange = await fetch(link, { redirect: "manual" });
+      expect(exchange.status).toBe(303);
+      expect(exchange.headers.get("location")).toBe("/app/");
+      const cookie = exchange.headers.get("set-cookie")!;
+      expect(cookie).toBe(`guild_session_${port}=${link.searchParams.get("token")}; Path=/app; HttpOnly; SameSite=Strict`);
+      const rpc = (headers: Record<string, string>) => fetch(`${s.url}/app/rpc/models/current`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: "{}" });
+      const current = await rpc({ cookie: cookie.split(";")[0]! });
+      expect(current.status).toBe(200);
+      expect(((await current.json()) as { result: { name: string } }).result.name).toBe("guild-demo-qwen3moe-Q8_0.gguf");
+      expect((await rpc({ authorization: "Bearer sk-local" })).status).toBe(401);
+      expect((await rpc({})).status).toBe(401);
+      expect((await fetch(`${s.url}/v1/models`, { headers: { cookie: cookie.split(";")[0]! } })).status).toBe(401);
+      expect((await fetch(`${s.url}/v1/models`, { headers: { authorization: "Bearer sk-local" } })).status).toBe(200);
+    } finally {
+      s.proc.kill("SIGINT");
+      expect(await s.exit).toBe(0);
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it("binds a non-loopback address with a key (from GUILD_API_KEY), warns, and requires the key", async () => {
     const s = await serve(["--host", "0.0.0.0", "--port", "0", "--threads", "1", "--allow-origin", "http://a.example,http://b.example:8000"], { GUILD_API_KEY: "sk-test" });
     try {
       expect(s.stderr()).toMatch(/^guild: warning: listening on 0\.0\.0\.0/);
+      // No web mode off loopback: no app link either.
+      expect(s.stdout()).not.toMatch(/the app:/);
       const port = new URL(s.url).port;
       const local = `http://127.0.0.1:${port}`;
       expect((await fetch(`${local}/v1/models`)).status).toBe(401);

@@ -5,10 +5,11 @@ import { defaultMaxQueued, RuntimeHost } from "../services/runtime-host.js";
 import { createAppServices, type AppServices } from "../services/index.js";
 import { defaultDataDir } from "../web/web-mode.js";
 import { createWebRoutes } from "../web/web-routes.js";
+import { WebSession } from "../web/web-session.js";
 import { ApiServer, defaultApiHost, defaultApiPort, isLoopbackHost, normalizeOrigin } from "../services/api-server.js";
 import { parseFlags, type FlagSpecs } from "./args.js";
 import type { Command } from "./command.js";
-import { CliError, exitInterrupted, exitOk, fileError, UsageError } from "./errors.js";
+import { CliError, exitInterrupted, exitOk, fileError, oneLine, UsageError } from "./errors.js";
 import { checkModelFile, defaultModelPath } from "./model-file.js";
 import { gpuFlag, gpuFlagSpecs, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
 
@@ -108,15 +109,22 @@ async function run(argv: readonly string[]): Promise<number> {
     // only on loopback binds: a server reachable from other machines offers the
     // OpenAI-compatible API alone (docs/API.md, "Security defaults").
     if (loopback) {
-      services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false, ...(packagesDir !== undefined && { packagesDir }) });
+      // The app's data folder is no reason to lose the API, nor the model's fault: warn and serve the API alone.
+      try {
+        services = createAppServices({ dataDir: defaultDataDir(), host: runtime, loadEmbedded: false, ...(packagesDir !== undefined && { packagesDir }) });
+      } catch (err) {
+        process.stderr.write(`guild: warning: web mode is off: ${oneLine(err instanceof Error ? err.message : String(err))}\n`);
+      }
     }
+    // The app's routes need this start's secret (the API key is for the OpenAI API only).
+    const session = new WebSession();
     try {
       server = new ApiServer(runtime, {
         host,
         port: f.port ?? defaultApiPort,
         apiKeys: keys,
         allowedOrigins: origins,
-        extraRoutes: services ? [createWebRoutes(services)] : [],
+        extraRoutes: services ? [createWebRoutes(services, session)] : [],
       });
     } catch (err) {
       throw new CliError((err as Error).message);
@@ -135,6 +143,7 @@ async function run(argv: readonly string[]): Promise<number> {
     if (!loopback)
       process.stderr.write(`guild: warning: listening on ${host}, reachable from other machines; requests need the API key\n`);
     process.stdout.write(`guild: serving ${file} at ${url}\n`);
+    if (services) process.stdout.write(`guild: the app: ${session.appUrl(url)}\n`);
     await stopped;
     process.stderr.write("guild: stopping\n");
     return exitOk;

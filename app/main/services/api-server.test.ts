@@ -3,15 +3,20 @@
 // disconnects, bad input and the safety checks.
 import { spawn } from "node:child_process";
 import { request as httpRequest } from "node:http";
+import { connect } from "node:net";
 import { networkInterfaces } from "node:os";
 
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
+import type { AppContract } from "../../shared/app-contract.js";
 import type { LoadedModel, RuntimeEvent } from "../../shared/runtime-contract.js";
 import { embeddedModelPath } from "../paths.js";
+import { createWebRoutes } from "../web/web-routes.js";
+import { WebSession } from "../web/web-session.js";
 import { ApiServer, isLoopbackHost } from "./api-server.js";
 import type { RouteModule } from "./http-routes.js";
+import { integerRanges, numberRanges } from "./openai-routes.js";
 import { RuntimeHost } from "./runtime-host.js";
 
 const modelName = "guild-demo-qwen3moe-Q8_0";
@@ -38,6 +43,19 @@ function raw(base: string, method: string, path: string, headers: Record<string,
     req.on("error", reject);
     if (body !== undefined) req.write(body);
     req.end();
+  });
+}
+
+/** Bytes on a socket, for what node's client cannot send (two Host headers); the answer's status line. */
+function rawStatusLine(base: string, request: string): Promise<{ status: string; text: string }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(u.port), u.hostname);
+    let text = "";
+    socket.on("data", (d: Buffer) => (text += d.toString("utf8")));
+    socket.on("end", () => resolve({ status: text.split("\r\n")[0] ?? "", text }));
+    socket.on("error", reject);
+    socket.end(request);
   });
 }
 
@@ -370,6 +388,110 @@ describe("ApiServer (OpenAI-compatible API)", () => {
     expect((await client.models.list()).data).toHaveLength(1);
     const ok = await client.chat.completions.create({ messages: [{ role: "user", content: "hi" }], model: modelName, max_tokens: 2, temperature: 0 });
     expect(ok.choices[0]!.message.content?.length).toBeGreaterThan(0);
+  });
+
+  it("answers every numeric field out of its range with a 400 naming it (tiny, huge, Infinity, fractional), and serves the edges", async () => {
+    const chat = (extra: string) => raw(base, "POST", "/v1/chat/completions", { "content-type": "application/json" },
+      `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,${extra}}`);
+    const completion = (extra: string) => raw(base, "POST", "/v1/completions", { "content-type": "application/json" }, `{"max_tokens":2,${extra}}`);
+    // Values as JSON text: 1e400 is what JSON.parse makes Infinity of.
+    const cases: [(extra: string) => Promise<Raw>, string, string[]][] = [
+      [chat, "temperature", ["-1e-300", "2.0000001", "1e300", "-1e300", "1e400", "-1e400", '"0.5"']],
+      [chat, "top_p", ["1e-300", "1e-40", "0", "-0.5", "1.0000001", "1e300", "1e400"]],
+      [chat, "min_p", ["-1e-300", "1.5", "1e300", "1e400"]],
+      [chat, "repeat_penalty", ["1e-300", "1e-40", "0", "-1", "10.5", "1e30", "1e300", "1e400"]],
+      [chat, "frequency_penalty", ["2.5", "-1e300", "1e400"]],
+      [chat, "presence_penalty", ["-2.5", "1e300", "-1e400"]],
+      [chat, "top_k", ["-1", "1.5", "2147483648", "1e300", "1e400", "1e-300"]],
+      [chat, "seed", ["-1", "0.5", "9007199254740992", "1e300", "1e400"]],
+      [chat, "max_completion_tokens", ["0", "1e-300", "2147483648", "1e300"]],
+      [chat, "n", ["0", "129", "1e300", "1e400", "1.5"]],
+      [chat, "top_logprobs", ["-1", "21", "1e300"]],
+      [chat, "logprobs", ['"yes"', "1e300", "1e-300", "true"]],
+      [completion, "max_tokens", ["0", "-3", "1e-300", "2147483648", "1e300", "1e400"]],
+      [completion, "best_of", ["0", "21", "1e300"]],
+      [completion, "logprobs", ["5", "1e300"]],
+    ];
+    for (const [send, field, values] of cases) {
+      for (const value of values) {
+        const body = send === completion ? `"prompt":"hi","${field}":${value}` : `"${field}":${value}`;
+        const r = await send(body); // a repeated key: JSON.parse keeps the last
+        expect(r.status, `${field}: ${value} -> ${r.body}`).toBe(400);
+        const e = json(r).error;
+        expect(e.param, `${field}: ${value}`).toBe(field);
+        expect(e.type).toBe("invalid_request_error");
+        expect(e.message.startsWith(`${field}: `), e.message).toBe(true);
+      }
+    }
+    // The ranges are the documented ones, and each message says it.
+    expect(json(await chat('"top_p":1e-300')).error.message).toBe(`top_p: must be between ${numberRanges.top_p.min} and 1 (got 1e-300)`);
+    expect(json(await chat('"repeat_penalty":1e400')).error.message).toBe("repeat_penalty: must be between 0.01 and 10 (got Infinity)");
+    expect(json(await chat('"seed":1e300')).error.message).toBe(`seed: must be an integer between 0 and ${integerRanges.seed.max} (got 1e+300)`);
+    // Token ids of a prompt: integers, and in the model's vocabulary.
+    for (const [prompt, param] of [["[1e300]", "prompt[0]"], ["[1,-1]", "prompt[1]"], ["[1,2.5]", "prompt[1]"], [`[1,${model.vocabSize}]`, "prompt[1]"]] as const) {
+      const r = await completion(`"prompt":${prompt}`);
+      expect(r.status, `${prompt} -> ${r.body}`).toBe(400);
+      expect(json(r).error.param).toBe(param);
+    }
+    // The edges of every range are served (a tiny temperature is greedy: 32-bit floats round it to 0).
+    const edges = await chat('"temperature":1e-300,"top_p":1e-6,"min_p":1e-300,"repeat_penalty":10,"top_k":2147483647,"seed":9007199254740991,"frequency_penalty":0,"presence_penalty":0,"n":1');
+    expect(edges.status, edges.body).toBe(200);
+    const greedy = await chat('"temperature":0');
+    expect((JSON.parse(edges.body) as { choices: { message: { content: string } }[] }).choices[0]!.message.content)
+      .toBe((JSON.parse(greedy.body) as { choices: { message: { content: string } }[] }).choices[0]!.message.content);
+    for (const extra of ['"repeat_penalty":0.01', '"top_p":1,"min_p":1,"temperature":2', '"top_logprobs":0,"logprobs":false,"seed":0,"top_k":0'])
+      expect((await chat(extra)).status, extra).toBe(200);
+  });
+
+  it("refuses a request with two Host headers, in either order, before any route", async () => {
+    const port = new URL(base).port;
+    for (const hosts of [[`127.0.0.1:${port}`, "evil.example"], ["evil.example", `127.0.0.1:${port}`], [`127.0.0.1:${port}`, `127.0.0.1:${port}`]]) {
+      const r = await rawStatusLine(base, `GET /v1/models HTTP/1.1\r\n${hosts.map((h) => `Host: ${h}\r\n`).join("")}Connection: close\r\n\r\n`);
+      expect(r.status, hosts.join(" + ")).toBe("HTTP/1.1 400 Bad Request");
+      const body = JSON.parse(r.text.slice(r.text.indexOf("\r\n\r\n") + 4)) as { error: { message: string; code: string } };
+      expect(body.error).toMatchObject({ message: "the request has more than one Host header: send exactly one", code: "duplicate_host" });
+    }
+    const upgrade = await rawStatusLine(base, `GET /ws HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nHost: evil.example\r\nConnection: upgrade\r\nUpgrade: test\r\n\r\n`);
+    expect(upgrade.status).toBe("HTTP/1.1 400 duplicate_host");
+    // One Host header is still fine.
+    expect((await rawStatusLine(base, `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`)).status).toBe("HTTP/1.1 200 OK");
+  });
+
+  it("with API keys, web mode keeps its own session: the app works without the key, /v1 still needs it, and foreign Host/Origin stay refused", async () => {
+    const session = new WebSession();
+    const contract = { chat: { listConversations: async () => [{ id: "c1" }] } } as unknown as AppContract;
+    const web = createWebRoutes({ contract, subscribe: () => () => undefined }, session, { rendererDir: "/nonexistent" });
+    const keyed = new ApiServer(host, { port: 0, apiKeys: ["sk-1"], extraRoutes: [web] });
+    const url = (await keyed.start()).url;
+    const port = new URL(url).port;
+    const appCookie = { cookie: `guild_session_${port}=${session.token}` };
+    const rpc = (headers: Record<string, string>) => raw(url, "POST", "/app/rpc/chat/listConversations", { "content-type": "application/json", ...headers }, "{}");
+    try {
+      // The printed link needs no key: it sets the session cookie.
+      const link = new URL(session.appUrl(url));
+      const exchange = await raw(url, "GET", link.pathname + link.search);
+      expect(exchange.status).toBe(303);
+      expect(exchange.headers["set-cookie"]).toEqual([`guild_session_${port}=${session.token}; Path=/app; HttpOnly; SameSite=Strict`]);
+      // The app's contract: the session, never the key.
+      expect(JSON.parse((await rpc(appCookie)).body)).toEqual({ result: [{ id: "c1" }] });
+      expect((await rpc({ "x-guild-token": session.token })).status).toBe(200);
+      const keyOnly = await rpc({ authorization: "Bearer sk-1" });
+      expect(keyOnly.status).toBe(401);
+      expect(JSON.parse(keyOnly.body)).toMatchObject({ error: { code: "session_required" } });
+      expect((await raw(url, "GET", "/app/events", { authorization: "Bearer sk-1" })).status).toBe(401);
+      // The OpenAI API: the key, never the session.
+      expect((await raw(url, "GET", "/v1/models", appCookie)).status).toBe(401);
+      expect((await raw(url, "GET", "/v1/models", { "x-guild-token": session.token })).status).toBe(401);
+      expect((await raw(url, "GET", "/v1/models", { authorization: "Bearer sk-1" })).status).toBe(200);
+      // Host and Origin checks come first, session or not.
+      const foreignHost = await rpc({ ...appCookie, host: "evil.example" });
+      expect([foreignHost.status, json(foreignHost).error.code]).toEqual([403, "forbidden_host"]);
+      const foreignOrigin = await rpc({ ...appCookie, origin: "http://evil.example" });
+      expect([foreignOrigin.status, json(foreignOrigin).error.code]).toEqual([403, "forbidden_origin"]);
+      expect((await raw(url, "GET", link.pathname + link.search, { host: `evil.example:${port}` })).status).toBe(403);
+    } finally {
+      await keyed.stop();
+    }
   });
 
   it("refuses foreign Host headers (DNS rebinding) and foreign origins; CORS only for listed origins", async () => {

@@ -1,12 +1,13 @@
 // ApiServer: the local HTTP server (node:http, no framework) in front of
 // RuntimeHost. It owns what every route shares, the safety checks first:
 //   - binds 127.0.0.1 unless told otherwise; a non-loopback bind needs an API key;
-//   - DNS-rebinding defence: the Host header must name this server (localhost,
-//     127.0.0.1 or [::1] with the bound port; the bound address too when it
-//     was bound to a non-loopback address explicitly);
+//   - DNS-rebinding defence: exactly one Host header, naming this server
+//     (localhost, 127.0.0.1 or [::1] with the bound port; the bound address
+//     too when it was bound to a non-loopback address explicitly);
 //   - a request with an Origin header is refused unless the origin is listed
 //     (or is this server itself); CORS headers only for listed origins;
-//   - API keys (Authorization: Bearer KEY) when configured;
+//   - API keys (Authorization: Bearer KEY) when configured, except on the
+//     paths a RouteModule authenticates itself (web mode's session);
 //   - a request-body size limit (enforced by the routes that read bodies).
 // Then the routes: the OpenAI-compatible API (openai-routes.ts) and any extra
 // RouteModules (web mode). Nothing here loads files or changes packages.
@@ -26,7 +27,10 @@ export interface ApiServerOptions {
   host?: string;
   /** Port to bind; 0 = an ephemeral port. Defaults to {@link defaultApiPort}. */
   port?: number;
-  /** When non-empty, every request must carry `Authorization: Bearer <one of these>`. */
+  /**
+   * When non-empty, every request must carry `Authorization: Bearer <one of these>`,
+   * except on paths an extra RouteModule authenticates itself (`authenticates`).
+   */
   apiKeys?: string[];
   /** Browser origins (scheme://host[:port]) allowed to call the API cross-origin. */
   allowedOrigins?: string[];
@@ -123,7 +127,7 @@ export class ApiServer {
     });
     server.on("upgrade", (req: IncomingMessage, socket, head) => {
       const checked = this.check(req);
-      const url = checked instanceof ApiError || this.authorized(req) ? checked
+      const url = checked instanceof ApiError || this.selfAuthenticated(checked) || this.authorized(req) ? checked
         : new ApiError(401, "an API key is required", "authentication_error", null, "invalid_api_key");
       if (url instanceof ApiError) {
         socket.end(`HTTP/1.1 ${url.status} ${url.code ?? "refused"}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
@@ -181,6 +185,9 @@ export class ApiServer {
 
   /** The checks every request passes before any route; returns its URL or the error to answer. */
   private check(req: IncomingMessage): URL | ApiError {
+    // Node keeps the first of several Host headers; a proxy may route by another.
+    if ((req.headersDistinct.host?.length ?? 0) > 1)
+      return new ApiError(400, "the request has more than one Host header: send exactly one", "invalid_request_error", null, "duplicate_host");
     const host = (req.headers.host ?? "").toLowerCase();
     const m = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::(\d+))?$/.exec(host);
     const port = m?.[2] === undefined ? 80 : Number(m[2]);
@@ -200,6 +207,11 @@ export class ApiServer {
     const n = normalizeOrigin(origin);
     if (n === null) return false;
     return this.origins.has(n) || n === `http://${host}`;
+  }
+
+  /** True when a route module checks this path's credentials itself (the API key is not asked for). */
+  private selfAuthenticated(url: URL): boolean {
+    return this.modules.some((m) => m.authenticates?.(url) === true);
   }
 
   private authorized(req: IncomingMessage): boolean {
@@ -238,7 +250,7 @@ export class ApiServer {
         res.end();
         return;
       }
-      if (!this.authorized(req))
+      if (!this.selfAuthenticated(url) && !this.authorized(req))
         throw new ApiError(401, req.headers.authorization === undefined && req.headers["x-api-key"] === undefined
           ? "an API key is required: send Authorization: Bearer <key>" : "invalid API key",
           "authentication_error", null, "invalid_api_key", { "www-authenticate": "Bearer" });

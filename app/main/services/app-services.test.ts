@@ -67,7 +67,7 @@ describe("parseProfile", () => {
     const p = { schema: "guild.startup-profile/1", model: {}, machine: {}, stages: [{ name: "a", start_ms: 0, end_ms: 1, duration_ms: 1 }], fallbacks: [], placement: {}, total_ms: 1 };
     expect(parseProfile(JSON.stringify(p)).stages[0]).toMatchObject({ bytes: 0, detail: {} });
     expect(parseProfile(JSON.stringify({ event: "profile", profile: p })).total_ms).toBe(1);
-    expect(() => parseProfile("{")).toThrow(/not JSON/);
+    expect(() => parseProfile("{")).toThrow("not a startup profile JSON (parse error at byte 1)");
     expect(() => parseProfile(JSON.stringify({ ...p, schema: "x" }))).toThrow(/not a Guild startup profile/);
   });
 });
@@ -105,9 +105,12 @@ describe("app services (real runtime)", () => {
     expect(recent).toHaveLength(1);
     const profile = await app.contract.profiles.get({ id: recent[0]!.id });
     expect(profile.stages.map((s) => s.name)).toEqual([...LOAD_STAGES]);
-    const file = path.join(dir, "saved.json");
+    // A path opens only inside the profile folder (the UI sends a picked file's text instead).
+    const file = path.join(dir, "profiles", "saved.json");
     writeFileSync(file, JSON.stringify(profile));
     expect((await app.contract.profiles.open({ path: file })).total_ms).toBe(profile.total_ms);
+    writeFileSync(path.join(dir, "elsewhere.json"), JSON.stringify(profile));
+    await expect(app.contract.profiles.open({ path: path.join(dir, "elsewhere.json") })).rejects.toThrow(/reads only files in the profile folder/);
   });
 
   it("streams a reply, saves it, and titles the conversation after the first message", async () => {

@@ -1,6 +1,8 @@
 // ChatService: conversations (ConversationStore) + replies (RuntimeHost, on the
 // model that ModelManager holds). A reply streams as `chat.reply` events and is
-// saved as it grows (throttled), so a crash loses at most about a second.
+// saved as it grows: every 16 tokens or 250 ms, whichever comes first, so a
+// crash loses at most the last few tokens (the demo model streams a whole
+// reply in about 0.2 s: a time-only throttle of a second would lose all of it).
 import { randomUUID } from "node:crypto";
 
 import type {
@@ -12,12 +14,15 @@ import type { ModelManager } from "./model-manager.js";
 import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
 
 export interface ChatServiceOptions {
-  /** How often a growing reply is written to the database. Defaults to {@link defaultSaveIntervalMs}. */
+  /** The longest a streamed token waits before the reply is written to the database. Defaults to {@link defaultSaveIntervalMs}. */
   saveIntervalMs?: number;
+  /** A growing reply is written at least every this many tokens. Defaults to {@link defaultSaveEveryTokens}. */
+  saveEveryTokens?: number;
   /** Most tokens per reply. Defaults to {@link defaultMaxReplyTokens}. */
   maxReplyTokens?: number;
 }
-export const defaultSaveIntervalMs = 1000 satisfies NonNullable<ChatServiceOptions["saveIntervalMs"]>;
+export const defaultSaveIntervalMs = 250 satisfies NonNullable<ChatServiceOptions["saveIntervalMs"]>;
+export const defaultSaveEveryTokens = 16 satisfies NonNullable<ChatServiceOptions["saveEveryTokens"]>;
 export const defaultMaxReplyTokens = 512 satisfies NonNullable<ChatServiceOptions["maxReplyTokens"]>;
 
 interface ActiveReply {
@@ -28,6 +33,7 @@ interface ActiveReply {
 export class ChatServiceImpl implements ChatService {
   private readonly active = new Map<string, ActiveReply>();  // conversationId → reply
   private readonly saveIntervalMs: number;
+  private readonly saveEveryTokens: number;
   private readonly maxReplyTokens: number;
 
   constructor(
@@ -38,6 +44,7 @@ export class ChatServiceImpl implements ChatService {
     options: ChatServiceOptions = {},
   ) {
     this.saveIntervalMs = options.saveIntervalMs ?? defaultSaveIntervalMs;
+    this.saveEveryTokens = Math.max(1, options.saveEveryTokens ?? defaultSaveEveryTokens);
     this.maxReplyTokens = options.maxReplyTokens ?? defaultMaxReplyTokens;
   }
 
@@ -158,20 +165,27 @@ export class ChatServiceImpl implements ChatService {
     const ids = { conversationId: conversation.id, messageId: message.id };
 
     let text = "";
-    let savedAt = Date.now();
+    let unsaved = 0;  // tokens since the last save
     let saveTimer: NodeJS.Timeout | null = null;
     const save = () => {
+      if (saveTimer !== null) clearTimeout(saveTimer);
       saveTimer = null;
-      savedAt = Date.now();
-      this.store.saveContent(message.id, text);
+      unsaved = 0;
+      try {
+        this.store.saveContent(message.id, text);
+      } catch {
+        // a failed write (disk full) does not stop the reply; the final save tries again
+      }
     };
     const off = this.host.subscribe((e) => {
       if (e.type === "queued" && e.requestId === requestId) this.emit("chat.reply", { kind: "queued", ...ids, position: e.position });
       else if (e.type === "started" && e.requestId === requestId) this.emit("chat.reply", { kind: "started", ...ids });
       else if (e.type === "token" && e.requestId === requestId) {
         text += e.text;
+        // Saved before the delta goes out: what the user has seen at a save point is on disk.
+        if (++unsaved >= this.saveEveryTokens) save();
+        else if (saveTimer === null) saveTimer = setTimeout(save, this.saveIntervalMs);
         this.emit("chat.reply", { kind: "delta", ...ids, text: e.text });
-        if (saveTimer === null) saveTimer = setTimeout(save, Math.max(0, this.saveIntervalMs - (Date.now() - savedAt)));
       }
     });
     const finish = (status: Message["status"], stats: MessageStats | null, error: string | null, finalText: string) => {

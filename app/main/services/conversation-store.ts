@@ -1,12 +1,12 @@
 // ConversationStore: conversations and messages in SQLite (better-sqlite3, in
-// the app data folder). Synchronous and small; ChatService drives it.
+// the app data folder). Synchronous and small; ChatService drives it. How the
+// database is opened (and what happens to a bad one) is chat-database.ts.
 import { randomUUID } from "node:crypto";
-import { mkdirSync } from "node:fs";
-import path from "node:path";
 
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 
 import type { Conversation, Message, MessageStats, MessageStatus, SearchHit } from "../../shared/app-contract.js";
+import { openChatDatabase, openChatDatabaseStrict, type ChatDatabaseOutcome } from "./chat-database.js";
 
 export const defaultSystemPrompt = "You are a helpful assistant.";
 export const defaultTemperature = 0.7;
@@ -19,41 +19,26 @@ interface MessageRow {
   created_at: string; stats: string | null; error: string | null; seq: number;
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS conversations (
-  id TEXT PRIMARY KEY,
-  title TEXT NOT NULL,
-  system_prompt TEXT NOT NULL,
-  temperature REAL NOT NULL,
-  created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS messages (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
-  conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-  role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-  content TEXT NOT NULL,
-  status TEXT NOT NULL,
-  created_at TEXT NOT NULL,
-  stats TEXT,
-  error TEXT
-);
-CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, seq);
-`;
-
 export class ConversationStore {
   private readonly db: Database.Database;
 
-  /** `file` is the database path, or ":memory:". */
-  constructor(file: string) {
-    if (file !== ":memory:") mkdirSync(path.dirname(file), { recursive: true });
-    this.db = new Database(file);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("foreign_keys = ON");
-    this.db.exec(schema);
-    // A reply that was streaming when the app stopped is kept as stopped.
-    this.db.prepare("UPDATE messages SET status = 'stopped' WHERE status = 'streaming'").run();
+  /**
+   * `source`: a database path or ":memory:" (opened strictly: any problem
+   * throws), or a database chat-database.ts has opened and prepared.
+   */
+  constructor(source: string | Database.Database) {
+    this.db = typeof source === "string" ? openChatDatabaseStrict(source) : source;
+  }
+
+  /** Opens the app's database at `file`, replacing a bad one (chat-database.ts); never throws. */
+  static openResilient(file: string): { store: ConversationStore; outcome: ChatDatabaseOutcome } {
+    const { db, outcome } = openChatDatabase(file);
+    return { store: new ConversationStore(db), outcome };
+  }
+
+  /** True when nothing is saved on disk (":memory:", or the fallback after a bad database). */
+  get inMemory(): boolean {
+    return this.db.memory;
   }
 
   close(): void {
@@ -131,7 +116,7 @@ export class ConversationStore {
     return m;
   }
 
-  /** Saves a reply's text so far (called as it grows, throttled by the caller). */
+  /** Saves a reply's text so far (called as it grows: every few tokens, chat-service.ts). */
   saveContent(id: string, content: string): void {
     this.db.prepare("UPDATE messages SET content = ? WHERE id = ?").run(content, id);
   }

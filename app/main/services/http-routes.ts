@@ -12,4 +12,10 @@ export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer
 export interface RouteModule {
   routes: RouteHandler;
   upgrade?: UpgradeHandler;
+  /**
+   * True for the paths this module authenticates itself (web mode and its
+   * session): ApiServer's API key does not apply to them. The Host and Origin
+   * checks still do.
+   */
+  authenticates?: (url: URL) => boolean;
 }

@@ -6,10 +6,12 @@ import path from "node:path";
 import type { AppContract, AppEvents, EventName, EventSink } from "../../shared/app-contract.js";
 import type { ModelLoadSettings } from "../../shared/runtime-contract.js";
 import { embeddedModelPath } from "../paths.js";
+import { describeOutcome } from "./chat-database.js";
 import { ChatServiceImpl, type ChatServiceOptions } from "./chat-service.js";
 import { ConversationStore } from "./conversation-store.js";
 import { ModelLibrary } from "./model-library.js";
 import { ModelManager } from "./model-manager.js";
+import { NoticeBoard, stderrWarning, type WarningWriter } from "./notices.js";
 import { AppPackageService, packageBackendFrom, type PackageBackend } from "./package-adapter.js";
 import { PackageService } from "./package-service.js";
 import { ProfileStore } from "./profile-store.js";
@@ -32,6 +34,8 @@ export interface AppServicesOptions {
   /** Load the embedded model on start (the first-start experience) unless the host already holds a model. Defaults to true. */
   loadEmbedded?: boolean;
   chat?: ChatServiceOptions;
+  /** Where a notice's one warning line goes when it is raised. Defaults to stderr (`guild: warning: …`). */
+  warn?: WarningWriter;
 }
 
 export type EventListener = <E extends EventName>(name: E, payload: AppEvents[E]) => void;
@@ -65,7 +69,12 @@ export function createAppServices(options: AppServicesOptions): AppServices {
     ...(options.packagesDir !== undefined ? { packagesDir: options.packagesDir } : {}),
     ...(options.runtime ?? {}),
   });
-  const store = new ConversationStore(path.join(options.dataDir, "conversations.sqlite"));
+  const notices = new NoticeBoard(options.warn ?? stderrWarning, emit);
+  // A bad chat database is moved aside (or the chat runs in memory) and the user is told once: never a failed start.
+  const databaseFile = path.join(options.dataDir, "conversations.sqlite");
+  const { store, outcome } = ConversationStore.openResilient(databaseFile);
+  const databaseNotice = describeOutcome(databaseFile, outcome);
+  if (databaseNotice) notices.add(databaseNotice);
   const profiles = new ProfileStore(path.join(options.dataDir, "profiles"));
   const library = new ModelLibrary(options.embeddedModel ?? embeddedModelPath(), path.join(options.dataDir, "models"));
   const models = new ModelManager(host, library, profiles, emit, options.loadDefaults ?? {});
@@ -82,6 +91,7 @@ export function createAppServices(options: AppServicesOptions): AppServices {
       get: async (req) => profiles.get(req.id),
       open: async (req) => profiles.open(req),
     },
+    notices,
   };
   // A host that already holds a model (guild serve --model) keeps it; otherwise the embedded model is loaded.
   const existing = host.listModels()[0];

@@ -1,12 +1,15 @@
 // ModelLibrary: the model files the app knows (the embedded default model and
 // the *.gguf files of a models folder) and what a file holds without loading
 // it: an inspect summary plus a memory estimate (dense weights, experts and
-// one session's KV cache, each on its own line).
+// one session's KV cache, each on its own line). The native runtime opens
+// model files itself; a path is checked to be a regular file first
+// (requireModelFile), so a FIFO or a device never reaches it.
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 
 import type { MemoryEstimate, ModelFile, ModelSummary } from "../../shared/app-contract.js";
 import { inspectModel } from "../runtime/model.js";
+import { checkRegularFile } from "./safe-file.js";
 
 export const defaultEstimateContext = 4096;
 
@@ -43,6 +46,7 @@ export class ModelLibrary {
   }
 
   async inspect(file: string, contextSize = defaultEstimateContext): Promise<ModelSummary> {
+    await requireModelFile(file);
     const info = await inspectModel(file);
     const meta = (typeof info["metadata"] === "object" && info["metadata"] !== null ? info["metadata"] : {}) as Record<string, unknown>;
     const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
@@ -78,6 +82,17 @@ export class ModelLibrary {
       memory,
     };
   }
+}
+
+/**
+ * Refuses a path that is not a regular file (a directory, FIFO, device or
+ * socket: the runtime's reads would block or fail obscurely) with one clear
+ * line. Symbolic links are followed: model caches often link their files.
+ * The runtime opens the path again afterwards; this guards against mistakes
+ * and hostile paths given to the services, not against a file swapped meanwhile.
+ */
+export async function requireModelFile(file: string): Promise<void> {
+  await checkRegularFile(file, { what: "model file" });
 }
 
 export interface EstimateInput {

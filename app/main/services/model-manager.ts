@@ -8,9 +8,10 @@ import { randomUUID } from "node:crypto";
 import { loadCancelledMessage, type EventSink, type ModelFile, type ModelService, type ModelSummary } from "../../shared/app-contract.js";
 import { LOAD_STAGES, checkGpuPeers, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
 import { inspectModel } from "../runtime/model.js";
-import type { ModelLibrary } from "./model-library.js";
+import { requireModelFile, type ModelLibrary } from "./model-library.js";
 import type { ProfileStore } from "./profile-store.js";
 import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
+import { SafeFileError } from "./safe-file.js";
 
 export class ModelManager implements ModelService {
   private currentModel: LoadedModel | null = null;
@@ -69,9 +70,11 @@ export class ModelManager implements ModelService {
       try {
         // Check the file before giving up the current model for it.
         try {
+          await requireModelFile(file);
           await inspectModel(file);
         } catch (err) {
-          throw new RuntimeError(`cannot load ${file}: ${err instanceof Error ? err.message : String(err)}`, "invalid");
+          const why = err instanceof SafeFileError ? err.reason : err instanceof Error ? err.message : String(err);
+          throw new RuntimeError(`cannot load ${file}: ${why}`, "invalid");
         }
         if (controller.signal.aborted) throw cancelled();
         if (this.currentModel) {
@@ -87,7 +90,7 @@ export class ModelManager implements ModelService {
         this.library.remember(file);
         try {
           this.profiles.add(this.host.profile(model.id), file);
-          this.emit("profiles.changed", { recent: this.profiles.recent() });
+          this.emit("profiles.changed", { recent: await this.profiles.recent() });
         } catch {
           // a profile that cannot be saved does not fail the load
         }

@@ -125,19 +125,47 @@ export async function readJsonObject(req: IncomingMessage, maxBytes: number): Pr
 const invalid = (param: string, message: string) => new ApiError(400, `${param}: ${message}`, "invalid_request_error", param, "invalid_value");
 const typeName = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
 
-function optNumber(body: Record<string, unknown>, name: string, check: (n: number) => boolean, range: string): number | undefined {
+/**
+ * The ranges of the numeric fields (docs/API.md, "Parameters"). The sampler
+ * works in 32-bit floats, so each range keeps its values meaningful there:
+ * top_p and repeat_penalty have floors (1e-300 would round to 0 and a huge
+ * penalty to Infinity), and every bound is finite, which also refuses the
+ * Infinity that JSON.parse makes of 1e400.
+ */
+export const numberRanges = {
+  temperature: { min: 0, max: 2 },
+  top_p: { min: 1e-6, max: 1 },
+  min_p: { min: 0, max: 1 },
+  repeat_penalty: { min: 0.01, max: 10 },
+  frequency_penalty: { min: -2, max: 2 },
+  presence_penalty: { min: -2, max: 2 },
+} as const;
+
+export const integerRanges = {
+  top_k: { min: 0, max: 2 ** 31 - 1 },
+  seed: { min: 0, max: Number.MAX_SAFE_INTEGER },
+  max_tokens: { min: 1, max: 2 ** 31 - 1 },
+  max_completion_tokens: { min: 1, max: 2 ** 31 - 1 },
+  n: { min: 1, max: 128 },
+  best_of: { min: 1, max: 20 },
+  top_logprobs: { min: 0, max: 20 },
+} as const;
+
+function optNumber(body: Record<string, unknown>, name: keyof typeof numberRanges): number | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v)) throw invalid(name, `expected a number, got ${typeName(v)}`);
-  if (!check(v)) throw invalid(name, `must be ${range} (got ${v})`);
+  if (typeof v !== "number") throw invalid(name, `expected a number, got ${typeName(v)}`);
+  const { min, max } = numberRanges[name];
+  if (!(v >= min && v <= max)) throw invalid(name, `must be between ${min} and ${max} (got ${v})`);
   return v;
 }
 
-function optInt(body: Record<string, unknown>, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+function optInt(body: Record<string, unknown>, name: keyof typeof integerRanges): number | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isInteger(v)) throw invalid(name, `expected an integer, got ${typeName(v) === "number" ? String(v) : typeName(v)}`);
-  if (v < min || v > max) throw invalid(name, `must be between ${min} and ${max} (got ${v})`);
+  if (typeof v !== "number") throw invalid(name, `expected an integer, got ${typeName(v)}`);
+  const { min, max } = integerRanges[name];
+  if (!Number.isInteger(v) || v < min || v > max) throw invalid(name, `must be an integer between ${min} and ${max} (got ${v})`);
   return v;
 }
 
@@ -175,7 +203,7 @@ function checkFields(body: Record<string, unknown>, allowed: readonly string[]):
       throw new ApiError(400, `unrecognized request argument supplied: ${key}`, "invalid_request_error", key, "unknown_parameter");
 }
 
-function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly string[]): Common {
+function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly ("max_tokens" | "max_completion_tokens")[]): Common {
   const model = body["model"];
   if (model !== undefined && model !== null && typeof model !== "string") throw invalid("model", `expected a string, got ${typeName(model)}`);
   const stream = optBool(body, "stream") ?? false;
@@ -191,21 +219,21 @@ function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly st
     includeUsage = iu === true;
   }
   const sampling: SamplingSettings = {};
-  const temperature = optNumber(body, "temperature", (n) => n >= 0 && n <= 2, "between 0 and 2");
+  const temperature = optNumber(body, "temperature");
   if (temperature !== undefined) sampling.temperature = temperature;
-  const topP = optNumber(body, "top_p", (n) => n > 0 && n <= 1, "in (0, 1]");
+  const topP = optNumber(body, "top_p");
   if (topP !== undefined) sampling.topP = topP;
-  const topK = optInt(body, "top_k", 0, 2 ** 31 - 1);
+  const topK = optInt(body, "top_k");
   if (topK !== undefined) sampling.topK = topK;
-  const minP = optNumber(body, "min_p", (n) => n >= 0 && n <= 1, "between 0 and 1");
+  const minP = optNumber(body, "min_p");
   if (minP !== undefined) sampling.minP = minP;
-  const repeatPenalty = optNumber(body, "repeat_penalty", (n) => n > 0, "> 0");
+  const repeatPenalty = optNumber(body, "repeat_penalty");
   if (repeatPenalty !== undefined) sampling.repeatPenalty = repeatPenalty;
-  const seed = optInt(body, "seed", 0);
+  const seed = optInt(body, "seed");
   if (seed !== undefined) sampling.seed = seed;
   let maxTokens: number | undefined;
   for (const name of maxTokensFields) {
-    const v = optInt(body, name, 1, 2 ** 31 - 1);
+    const v = optInt(body, name);
     if (v === undefined) continue;
     if (maxTokens !== undefined && v !== maxTokens) throw invalid(name, `disagrees with ${maxTokensFields[0]}`);
     maxTokens = v;
@@ -222,14 +250,18 @@ function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly st
   } else if (s !== undefined && s !== null) throw invalid("stop", `expected a string or an array of strings, got ${typeName(s)}`);
   stop = stop.filter((x) => x.length > 0);
 
-  const n = optInt(body, "n", 1, 2 ** 31 - 1);
+  const n = optInt(body, "n");
   if (n !== undefined && n !== 1) throw new ApiError(400, "n: only n = 1 is supported", "invalid_request_error", "n", "unsupported_value");
-  optNumber(body, "frequency_penalty", (x) => x >= -2 && x <= 2, "between -2 and 2");
-  optNumber(body, "presence_penalty", (x) => x >= -2 && x <= 2, "between -2 and 2");
+  optNumber(body, "frequency_penalty");
+  optNumber(body, "presence_penalty");
   refuseUnsupported(body, "frequency_penalty", (v) => v === 0, "not supported (use repeat_penalty)");
   refuseUnsupported(body, "presence_penalty", (v) => v === 0, "not supported (use repeat_penalty)");
   refuseUnsupported(body, "logit_bias", (v) => typeof v === "object" && !Array.isArray(v) && Object.keys(v as object).length === 0, "not supported");
-  refuseUnsupported(body, "logprobs", (v) => v === false, "not supported");
+  // A boolean in chat, an integer in the legacy completions API: either way only "none".
+  const logprobs = body["logprobs"];
+  if (logprobs !== undefined && logprobs !== null && typeof logprobs !== "boolean" && typeof logprobs !== "number")
+    throw invalid("logprobs", `expected a boolean, got ${typeName(logprobs)}`);
+  refuseUnsupported(body, "logprobs", (v) => v === false, "not supported (only false or null)");
   const user = body["user"];
   if (user !== undefined && user !== null && typeof user !== "string") throw invalid("user", `expected a string, got ${typeName(user)}`);
   return { model: typeof model === "string" ? model : undefined, stream, includeUsage, sampling, stop };
@@ -279,7 +311,11 @@ function parsePrompt(body: Record<string, unknown>): GenerationInput {
     if (p.length === 0) throw invalid("prompt", "must not be empty");
     return { kind: "text", text: p };
   }
-  if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && (t as number) >= 0)) return { kind: "tokens", tokens: p as number[] };
+  if (Array.isArray(p) && p.length > 0 && p.every((t) => typeof t === "number")) {
+    const bad = p.findIndex((t) => !Number.isInteger(t) || t < 0 || t > 2 ** 31 - 1);
+    if (bad >= 0) throw invalid(`prompt[${bad}]`, `expected a token id (an integer from 0 to ${2 ** 31 - 1}), got ${p[bad]}`);
+    return { kind: "tokens", tokens: p as number[] };
+  }
   if (Array.isArray(p) && p.length > 1) throw new ApiError(400, "prompt: only one prompt per request is supported", "invalid_request_error", "prompt", "unsupported_value");
   throw invalid("prompt", `expected a string or an array of token ids, got ${typeName(p)}`);
 }
@@ -482,6 +518,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     refuseUnsupported(body, "tool_choice", (v) => v === "none", "tool calls are not supported");
     refuseUnsupported(body, "function_call", (v) => v === "none", "function calls are not supported");
     refuseUnsupported(body, "parallel_tool_calls", (v) => typeof v === "boolean", "expected a boolean");
+    optInt(body, "top_logprobs");
     refuseUnsupported(body, "top_logprobs", (v) => v === 0, "logprobs are not supported");
     refuseUnsupported(body, "modalities", (v) => Array.isArray(v) && v.every((m) => m === "text"), "only text is supported");
     refuseUnsupported(body, "reasoning_effort", () => false, "not supported");
@@ -510,8 +547,13 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     const input = parsePrompt(body);
     refuseUnsupported(body, "echo", (v) => v === false, "not supported");
     refuseUnsupported(body, "suffix", (v) => v === "", "not supported");
+    optInt(body, "best_of");
     refuseUnsupported(body, "best_of", (v) => v === 1, "only best_of = 1 is supported");
     const model = resolveModel(runtime, common.model);
+    if (input.kind === "tokens") {
+      const bad = input.tokens.findIndex((t) => t >= model.vocabSize);
+      if (bad >= 0) throw invalid(`prompt[${bad}]`, `token id ${input.tokens[bad]} is not in the model's vocabulary [0, ${model.vocabSize})`);
+    }
     const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop };
     const modelName = common.model ?? apiModelName(model);
     await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({

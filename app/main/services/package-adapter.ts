@@ -6,6 +6,7 @@ import type { EventSink, PackageInfo, PackageService } from "../../shared/app-co
 import type { PackageErrorCode, PackageResult, PackageService as PackageEngine } from "./package-service.js";
 import { withUploadedFile } from "./package-upload.js";
 import { RuntimeError } from "./runtime-host.js";
+import { checkRegularFile } from "./safe-file.js";
 
 /** What the package engineer's service has to offer (sync or async). */
 export interface PackageBackend {
@@ -36,6 +37,10 @@ export class AppPackageService implements PackageService {
     const file = req.path.trim();
     if (file.length === 0) throw new RuntimeError("a .gkpkg path is required", "invalid");
     const backend = this.require();
+    // The installer reads the path natively: a FIFO or device would hold one of its threads.
+    await checkRegularFile(file, { what: ".gkpkg archive" }).catch((err: unknown) => {
+      throw new RuntimeError(err instanceof Error ? err.message : String(err), "invalid");
+    });
     const name = await this.attempt(() => backend.install(file));
     return this.changed(name);
   }

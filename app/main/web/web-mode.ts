@@ -1,12 +1,13 @@
 // Web mode in one call: the app's services, the API server on 127.0.0.1 and
-// the web routes (renderer + contract over HTTP/SSE). Used by `npm start`
-// where Electron is missing, and by the e2e tests.
+// the web routes (renderer + contract over HTTP/SSE) behind a per-launch
+// session. Used by `npm start` where Electron is missing, and by the e2e tests.
 import os from "node:os";
 import path from "node:path";
 
 import { ApiServer } from "../services/api-server.js";
 import { createAppServices, type AppServices, type AppServicesOptions } from "../services/index.js";
 import { createWebRoutes, type WebRoutesOptions } from "./web-routes.js";
+import { WebSession } from "./web-session.js";
 
 export interface WebModeOptions extends Partial<Omit<AppServicesOptions, "host">> {
   /** The address to bind. Defaults to 127.0.0.1. */
@@ -19,7 +20,12 @@ export interface WebModeOptions extends Partial<Omit<AppServicesOptions, "host">
 export const defaultWebPort = 8765;
 
 export interface WebMode {
+  /** The address to open: http://127.0.0.1:PORT/app/?token=SECRET (the secret is new on every start). */
   url: string;
+  /** The server's base URL (http://127.0.0.1:PORT), without the app path or the secret. */
+  serverUrl: string;
+  /** The session's secret, for clients that send it as `x-guild-token` (tests, scripts). */
+  token: string;
   services: AppServices;
   stop(): Promise<void>;
 }
@@ -36,10 +42,11 @@ export function defaultDataDir(): string {
 export async function startWebMode(options: WebModeOptions = {}): Promise<WebMode> {
   const { bind, port, web, ...rest } = options;
   const services = createAppServices({ ...rest, dataDir: options.dataDir ?? defaultDataDir() });
+  const session = new WebSession();
   const server = new ApiServer(services.host, {
     ...(bind !== undefined ? { host: bind } : {}),
     port: port ?? defaultWebPort,
-    extraRoutes: [createWebRoutes(services, web ?? {})],
+    extraRoutes: [createWebRoutes(services, session, web ?? {})],
   });
   let started: { url: string };
   try {
@@ -49,7 +56,9 @@ export async function startWebMode(options: WebModeOptions = {}): Promise<WebMod
     throw err;
   }
   return {
-    url: started.url + "/app/",
+    url: session.appUrl(started.url),
+    serverUrl: started.url,
+    token: session.token,
     services,
     async stop() {
       await server.stop();

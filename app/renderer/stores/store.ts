@@ -5,6 +5,7 @@ import { create } from "zustand";
 import { client } from "../transport/index.js";
 import { createChatSlice, type ChatSlice } from "./chat-slice.js";
 import { createModelsSlice, type ModelsSlice } from "./models-slice.js";
+import { createNoticesSlice, type NoticesSlice } from "./notices-slice.js";
 import { createPackagesSlice, type PackagesSlice } from "./packages-slice.js";
 import { createProfileSlice, type ProfileSlice } from "./profile-slice.js";
 
@@ -15,13 +16,14 @@ interface UiSlice {
   setView(view: View): void;
 }
 
-export type AppState = ChatSlice & ModelsSlice & PackagesSlice & ProfileSlice & UiSlice;
+export type AppState = ChatSlice & ModelsSlice & PackagesSlice & ProfileSlice & NoticesSlice & UiSlice;
 
 export const useApp = create<AppState>()((...a) => ({
   ...createChatSlice(...a),
   ...createModelsSlice(...a),
   ...createPackagesSlice(...a),
   ...createProfileSlice(...a),
+  ...createNoticesSlice(...a),
   view: "chat",
   setView: (view) => a[0]({ view }),
 }));
@@ -43,6 +45,7 @@ export function connectEvents(): () => void {
     }),
     client.on("packages.changed", (e) => s().onPackagesChanged(e.packages)),
     client.on("profiles.changed", (e) => s().onProfilesChanged(e.recent)),
+    client.on("notices.changed", (e) => s().onNoticesChanged(e.notices)),
   ];
   return () => offs.forEach((off) => off());
 }

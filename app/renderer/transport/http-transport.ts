@@ -1,6 +1,11 @@
 // Web mode: POST /app/rpc/<service>/<method> and one EventSource on /app/events.
-import type { AppEvents, ContractErrorJson, EventName, ServiceName } from "../../shared/app-contract.js";
+// Both carry the session cookie the printed link set (same origin: fetch and
+// EventSource send it). When the server answers 401 the session is gone (the
+// server restarted with a new secret): every call fails with words saying so,
+// and a bar tells the user to open the new link (session-notice.ts).
+import { EVENT_NAMES, type AppEvents, type ContractErrorJson, type EventName, type ServiceName } from "../../shared/app-contract.js";
 import type { Transport } from "./transport.js";
+import { sessionLostMessage, showSessionLost } from "./session-notice.js";
 
 export class ContractError extends Error {
   constructor(message: string, readonly code: string) {
@@ -14,9 +19,20 @@ export function httpTransport(base = new URL("./", window.location.href)): Trans
   let source: EventSource | null = null;
   const ensureSource = () => {
     if (source) return;
-    source = new EventSource(new URL("events", base));
-    for (const name of ["chat.reply", "model.progress", "model.state", "packages.changed", "profiles.changed"] as const) {
-      source.addEventListener(name, (e) => {
+    const events = new EventSource(new URL("events", base));
+    source = events;
+    // A refused stream is closed for good (a dropped connection is retried by
+    // EventSource itself): ask the server whether the session is the reason.
+    events.addEventListener("error", () => {
+      if (events.readyState !== EventSource.CLOSED) return;
+      const reopen = () => setTimeout(() => {
+        if (source === events) source = null;
+        ensureSource();
+      }, 1000);
+      void fetch(new URL("session", base), { cache: "no-store" }).then((r) => (r.status === 401 ? showSessionLost() : reopen()), reopen);
+    });
+    for (const name of EVENT_NAMES) {
+      events.addEventListener(name, (e) => {
         const payload = JSON.parse((e as MessageEvent<string>).data) as never;
         for (const l of listeners.get(name) ?? []) l(payload);
       });
@@ -32,6 +48,10 @@ export function httpTransport(base = new URL("./", window.location.href)): Trans
         body: JSON.stringify(req ?? {}),
       });
       const body = (await res.json().catch(() => null)) as { result?: unknown } & Partial<ContractErrorJson> | null;
+      if (res.status === 401) {
+        showSessionLost();
+        throw new ContractError(sessionLostMessage, body?.error?.code ?? "session_required");
+      }
       if (!res.ok || body === null || "error" in body) {
         throw new ContractError(body?.error?.message ?? `HTTP ${res.status}`, body?.error?.code ?? "failed");
       }
