@@ -2,7 +2,7 @@
 import { writeFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 
-import { chatPromptTokens, type ChatMessage } from "../runtime/chat-template.js";
+import { ChatTemplateError, chatPromptTokens, type ChatMessage } from "../runtime/chat-template.js";
 import type { GuildModel } from "../runtime/model.js";
 import type { GenerateOptions } from "../runtime/options.js";
 import type { GuildSession } from "../runtime/session.js";
@@ -60,18 +60,28 @@ function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal
   };
 }
 
+/**
+ * A chat prompt's tokens. The template renders in a worker under limits
+ * (docs/TOKENIZER.md); `signal` (Ctrl-C, SIGTERM) stops it at once.
+ */
+async function chatTokens(model: GuildModel, messages: readonly ChatMessage[], signal: AbortSignal): Promise<number[]> {
+  try {
+    return await chatPromptTokens(model, messages, { modelName: model.path, signal });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    // a ChatTemplateError names the model's path already
+    throw fileError(model.path, err instanceof ChatTemplateError ? err : `cannot render the chat template: ${(err as Error).message}`);
+  }
+}
+
 /** The prompt's tokens: exactly as given, tokenized by the model's rules, or through the chat template. */
-function promptTokens(model: GuildModel, f: RunFlags): number[] {
+async function promptTokens(model: GuildModel, f: RunFlags, signal: AbortSignal): Promise<number[]> {
   let tokens: number[];
   if (f["prompt-tokens"] !== undefined) {
     tokens = f["prompt-tokens"];
     checkTokenIds(model, tokens, "--prompt-tokens");
   } else if (f.chat) {
-    try {
-      tokens = chatPromptTokens(model, [{ role: "user", content: f.prompt ?? "" }]);
-    } catch (err) {
-      throw fileError(model.path, `cannot render the chat template: ${(err as Error).message}`);
-    }
+    tokens = await chatTokens(model, [{ role: "user", content: f.prompt ?? "" }], signal);
   } else {
     tokens = model.tokenize(f.prompt ?? "", { addSpecial: true, parseSpecial: true });
   }
@@ -80,7 +90,13 @@ function promptTokens(model: GuildModel, f: RunFlags): number[] {
 }
 
 async function runOnce(model: GuildModel, session: GuildSession, f: RunFlags, interrupt: Interrupt, out: Output): Promise<number> {
-  const prompt = promptTokens(model, f);
+  let prompt: number[];
+  try {
+    prompt = await promptTokens(model, f, interrupt.signal);
+  } catch (err) {
+    if (interrupt.interrupted) return exitInterrupted;
+    throw err;
+  }
   const stopOnClose = new AbortController();
   out.onClose(() => stopOnClose.abort());
   const signal = AbortSignal.any([interrupt.signal, stopOnClose.signal]);
@@ -112,14 +128,19 @@ async function runInteractive(model: GuildModel, session: GuildSession, f: RunFl
   for await (const line of rl) {
     if (line.trim() !== "") {
       messages.push({ role: "user", content: line });
-      let prompt: number[];
-      try {
-        prompt = chatPromptTokens(model, messages);
-      } catch (err) {
-        throw fileError(model.path, `cannot render the chat template: ${(err as Error).message}`);
-      }
       interrupt.rearm();
       generating = true;
+      let prompt: number[];
+      try {
+        prompt = await chatTokens(model, messages, interrupt.signal);
+      } catch (err) {
+        generating = false;
+        if (!interrupt.interrupted) throw err;
+        // Ctrl-C while the template renders: this message is dropped, the conversation goes on
+        messages.pop();
+        if (tty) rl.prompt();
+        continue;
+      }
       let generation;
       try {
         generation = await streamGeneration(session, prompt, { ...generateOptions(f), signal: interrupt.signal }, out, f.json === true);

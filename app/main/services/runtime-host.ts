@@ -25,7 +25,7 @@ import type {
   StartupProfileJson,
   StopReason,
 } from "../../shared/runtime-contract.js";
-import { chatPromptTokens } from "../runtime/chat-template.js";
+import { ChatTemplateError, chatPromptTokens } from "../runtime/chat-template.js";
 import { GuildModel } from "../runtime/model.js";
 import type { GenerateOptions } from "../runtime/options.js";
 import { pacedGenerate, type TokenPacing } from "../runtime/paced-generate.js";
@@ -252,12 +252,15 @@ export class RuntimeHost {
         throw new RuntimeError(`unknown session ${request.sessionId} for model ${request.modelId}`, "not_found");
       if (sessionEntry.busy) throw new RuntimeError(`session ${request.sessionId} is already generating`, "busy");
     }
-    const promptTokens = this.promptTokens(entry.model, request.input);
-    if (entry.running !== null && entry.waiting.length >= this.maxQueued)
-      throw new RuntimeError(`queue full: ${entry.waiting.length} requests are already waiting for this model`, "queue_full");
     const controller = new AbortController();
+    // Bad input throws here, before anything is reserved. A chat prompt comes
+    // later: it renders off the event loop (the model's untrusted template),
+    // so the request is registered meanwhile, for a cancel or an unload to
+    // reach it. Token and text prompts are ready at once, so those requests
+    // join the model's FIFO in call order.
+    const prompt = this.promptTokens(entry.model, request.input, controller.signal);
     if (sessionEntry) sessionEntry.busy = true;
-    const run = async (): Promise<GenerationResult> => {
+    const run = async (promptTokens: number[]): Promise<GenerationResult> => {
       if (!(await this.admit(entry, requestId, controller.signal))) {
         return cancelledResult(requestId, request.modelId, promptTokens);
       }
@@ -337,7 +340,24 @@ export class RuntimeHost {
         this.release(entry, requestId);
       }
     };
-    const done = run().finally(() => {
+    const start = (prompt: number[]): Promise<GenerationResult> => {
+      if (controller.signal.aborted) return Promise.resolve(cancelledResult(requestId, request.modelId, prompt));
+      if (entry.running !== null && entry.waiting.length >= this.maxQueued)
+        throw new RuntimeError(`queue full: ${entry.waiting.length} requests are already waiting for this model`, "queue_full");
+      return run(prompt);
+    };
+    const prepareAndRun = async (): Promise<GenerationResult> => {
+      if (Array.isArray(prompt)) return start(prompt);
+      let tokens: number[];
+      try {
+        tokens = await prompt;
+      } catch (err) {
+        if (controller.signal.aborted) return cancelledResult(requestId, request.modelId, []);
+        throw err;
+      }
+      return start(tokens);
+    };
+    const done = prepareAndRun().finally(() => {
       if (sessionEntry) sessionEntry.busy = false;
       this.requests.delete(requestId);
     });
@@ -405,7 +425,8 @@ export class RuntimeHost {
     return e;
   }
 
-  private promptTokens(model: GuildModel, input: GenerationInput): number[] {
+  /** The prompt's tokens; a chat prompt's come later (its template renders in a worker). Throws "invalid" for bad input. */
+  private promptTokens(model: GuildModel, input: GenerationInput, signal: AbortSignal): number[] | Promise<number[]> {
     switch (input?.kind) {
       case "tokens": {
         const vocab = model.vocabSize;
@@ -424,7 +445,12 @@ export class RuntimeHost {
         if (!Array.isArray(input.messages) || input.messages.length === 0 ||
             !input.messages.every((m) => ["system", "user", "assistant"].includes(m?.role) && typeof m.content === "string"))
           throw new RuntimeError("messages must be a non-empty list of {role, content}", "invalid");
-        return chatPromptTokens(model, input.messages);
+        return chatPromptTokens(model, input.messages, { signal }).catch((err: unknown) => {
+          // The template failed or tripped a limit: the model's template is at
+          // fault for this input, not the runtime; a renderer that cannot run is.
+          if (err instanceof ChatTemplateError) throw new RuntimeError(err.message, err.kind === "renderer" ? "failed" : "invalid");
+          throw err;
+        });
       }
       default:
         throw new RuntimeError("input.kind must be tokens, text or chat", "invalid");
