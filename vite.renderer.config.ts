@@ -15,5 +15,7 @@ export default defineConfig({
     sourcemap: true,
     target: "es2023",
     chunkSizeWarningLimit: 1024,
+    // The CSP takes fonts from 'self' only (font-src): KaTeX's fonts stay files, never data: URIs.
+    assetsInlineLimit: (file: string) => (/\.(woff2?|ttf|otf)$/i.test(file) ? false : undefined),
   },
 });

@@ -37,7 +37,8 @@ export interface Served {
   close(): Promise<void>;
 }
 
-export async function serveWebMode(): Promise<Served> {
+/** `paced: false` serves replies at the model's own speed (specs that never stop a reply midway, and want many of them). */
+export async function serveWebMode(options: { paced?: boolean } = {}): Promise<Served> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-"));
   const packagesDir = path.join(dataDir, "packages");
   await installBuiltPackages(packagesDir);
@@ -45,7 +46,7 @@ export async function serveWebMode(): Promise<Served> {
     dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: rendererOut },
     // Test-only: replies come one token at a time with a pause between (the demo model would otherwise
     // finish in tens of milliseconds), so a spec can watch a reply grow and stop it midway, by design.
-    runtime: { testPacing: e2ePacing },
+    ...(options.paced === false ? {} : { runtime: { testPacing: e2ePacing } }),
   });
   await web.services.ready;
   mkdirSync(artifactsDir, { recursive: true });

@@ -118,7 +118,7 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await page.locator(".settings input[type=range]").fill("0");
     await page.locator(".settings").getByRole("button", { name: "Save" }).click();
     await page.getByRole("button", { name: "Settings" }).click();
-    await expect.poll(async () => (await served.web.services.contract.chat.listConversations())[0]?.temperature).toBe(0);
+    await expect.poll(async () => (await served.web.services.contract.chat.listConversations())[0]?.settings.temperature).toBe(0);
     const conversationId = (await served.web.services.contract.chat.listConversations())[0]!.id;
     await page.evaluate(() => {
       const es = new EventSource("events");

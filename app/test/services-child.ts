@@ -42,7 +42,7 @@ report("ready", { model: (await services.contract.models.current())?.id ?? null 
 
 if (config.send !== undefined) {
   const chat = services.contract.chat;
-  const conversation = await chat.createConversation({ temperature: 0 });
+  const conversation = await chat.createConversation({ settings: { temperature: 0 } });
   let messageId = "";
   let count = 0;
   let text = "";

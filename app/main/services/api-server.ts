@@ -38,6 +38,8 @@ export interface ApiServerOptions {
   maxBodyBytes?: number;
   /** More routes (e.g. web mode), tried after the OpenAI routes. */
   extraRoutes?: RouteModule[];
+  /** Told about every request when its answer ends (the desktop app's request log). */
+  onRequest?: (entry: { method: string; path: string; status: number; ms: number }) => void;
 }
 
 export const defaultApiHost = "127.0.0.1";
@@ -81,8 +83,10 @@ export class ApiServer {
   private boundPort = 0;
   private readonly sockets = new Set<Socket>();
   private readonly generations = new Set<string>();
+  private readonly onRequest: ApiServerOptions["onRequest"];
 
   constructor(readonly runtime: RuntimeHost, options: ApiServerOptions = {}) {
+    this.onRequest = options.onRequest;
     this.host = options.host ?? defaultApiHost;
     this.port = options.port ?? defaultApiPort;
     if (!Number.isInteger(this.port) || this.port < 0 || this.port > 65535) throw new Error(`invalid port ${this.port}`);
@@ -227,6 +231,17 @@ export class ApiServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const hook = this.onRequest;
+    if (hook) {
+      const started = performance.now();
+      res.once("close", () => {
+        try {
+          hook({ method: req.method ?? "", path: (req.url ?? "").split("?")[0]!, status: res.statusCode, ms: performance.now() - started });
+        } catch {
+          // a log that fails does not touch the answer
+        }
+      });
+    }
     try {
       const url = this.check(req);
       if (url instanceof ApiError) throw url;

@@ -106,7 +106,7 @@ describe("a bad chat database", () => {
     const file = path.join(dataDir, "conversations.sqlite");
     const store = new ConversationStore(file);
     const c = store.createConversation({ title: "long" });
-    for (let i = 0; i < 400; i++) store.addMessage(c.id, "user", `message ${i} `.repeat(20), "complete");
+    for (let i = 0; i < 400; i++) store.addMessage({ conversationId: c.id, parentId: null, role: "user", content: `message ${i} `.repeat(20), status: "complete" });
     store.close();
     const size = statSync(file).size;
     expect(size).toBeGreaterThan(64 * 1024);

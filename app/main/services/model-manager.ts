@@ -1,23 +1,57 @@
-// ModelManager: the app's ModelService. Holds the one current model (a load
-// replaces it), turns RuntimeHost's loadProgress events into `model.progress`
-// (stage index of the 14), records each load's startup profile in the
-// ProfileStore, and answers inspect through ModelLibrary.
-import { isGpuChoice } from "../runtime/options.js";
+// ModelManager: the app's ModelService. Holds the one current model and
+// replaces it safely: a new file is checked first (a regular file, the native
+// inspect, the runtime's pre-flight check of the load with these settings —
+// its kernel packages, architecture, tensor types, shapes and memory, in the
+// runtime's words (runtime-support.ts) — and a memory plan that fits), and
+// only then does the current model make room: it stays loaded while the new
+// one loads when both fit in memory, and is unloaded first only when memory
+// requires it, in which case a failed (or cancelled) load loads it again and
+// says so. It turns RuntimeHost's loadProgress events into
+// `model.progress` (stage index of the 14), records each load's startup
+// profile in the ProfileStore, and answers inspect with the memory plan for
+// the settings given (shared/memory-plan.ts).
 import { randomUUID } from "node:crypto";
+import path from "node:path";
 
-import { loadCancelledMessage, type EventSink, type ModelFile, type ModelService, type ModelSummary } from "../../shared/app-contract.js";
+import {
+  loadCancelledMessage, type EventSink, type FolderListing, type ModelFile, type ModelService, type ModelSummary,
+} from "../../shared/app-contract.js";
+import { planMemory, type MemoryPlan, type ModelShape } from "../../shared/memory-plan.js";
 import { LOAD_STAGES, checkGpuPeers, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
-import { inspectModel } from "../runtime/model.js";
-import { requireModelFile, type ModelLibrary } from "./model-library.js";
+import type { LoadCheck } from "../runtime/model.js";
+import { isGpuChoice } from "../runtime/options.js";
+import { parseShardName } from "./gguf-names.js";
+import { liveMachineProbe, type MachineProbe } from "./machine-facts.js";
+import { inspectFile, type InspectedModel, type ModelLibrary } from "./model-library.js";
 import type { ProfileStore } from "./profile-store.js";
 import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
+import { isMemoryRefusal, loadProblem, sessionShortfall } from "./runtime-support.js";
 import { SafeFileError } from "./safe-file.js";
+
+export interface ModelManagerOptions {
+  /** RAM and GPU figures for the memory plan. Defaults to the live machine. */
+  machine?: MachineProbe;
+  /** The system's open-file dialog (Electron); absent: pickFile is refused (a browser tab has none). */
+  pickFile?: () => Promise<string | null>;
+}
+
+/** How the current model was loaded: what it takes to load it again. */
+interface CurrentLoad {
+  path: string;
+  settings: ModelLoadSettings;
+  onGpu: boolean;
+}
+
+const GiB = 2 ** 30;
+const sizeText = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(1)} GiB` : `${Math.max(0.1, bytes / 2 ** 20).toFixed(1)} MiB`);
 
 export class ModelManager implements ModelService {
   private currentModel: LoadedModel | null = null;
+  private currentLoad: CurrentLoad | null = null;
   private loading: Promise<LoadedModel> | null = null;
   /** Aborts the load in progress (before and during the runtime's load). */
   private loadController: AbortController | null = null;
+  private readonly machine: MachineProbe;
 
   constructor(
     private readonly host: RuntimeHost,
@@ -25,17 +59,24 @@ export class ModelManager implements ModelService {
     private readonly profiles: ProfileStore,
     private readonly emit: EventSink,
     private readonly defaults: ModelLoadSettings = {},
-  ) {}
+    private readonly options: ModelManagerOptions = {},
+  ) {
+    this.machine = options.machine ?? liveMachineProbe();
+    // The library's list says what the same check says (at the default settings).
+    library.setLoadCheck(async (file) => {
+      const check = await host.checkLoad(file, sanitizeSettings({ ...defaults }));
+      const problem = loadProblem(check, file);
+      // A memory refusal depends on the moment and on the current model: the Inspect panel and the load say it.
+      return problem === null || isMemoryRefusal(check) ? [] : [problem];
+    });
+  }
 
   /** Takes a model already loaded in the host (e.g. by `guild serve --model`) as the current one. */
   adopt(model: LoadedModel): void {
     this.currentModel = model;
     this.library.remember(model.path);
-    try {
-      this.profiles.add(this.host.profile(model.id), model.path);
-    } catch {
-      // no profile: nothing to record
-    }
+    const profile = this.recordProfile(model);
+    this.currentLoad = { path: model.path, settings: {}, onGpu: profile ? usesGpu(profile) : false };
   }
 
   async list(): Promise<ModelFile[]> {
@@ -52,7 +93,12 @@ export class ModelManager implements ModelService {
     return this.currentModel;
   }
 
-  async load(req: { path: string; settings?: ModelLoadSettings }): Promise<LoadedModel> {
+  /** The loaded model's file, or null. */
+  currentPath(): string | null {
+    return this.currentModel?.path ?? null;
+  }
+
+  async load(req: { path: string; settings?: ModelLoadSettings; ignoreMemory?: boolean }): Promise<LoadedModel> {
     if (this.loading) throw new RuntimeError("a model is already loading", "busy");
     const file = req.path.trim();
     if (file.length === 0) throw new RuntimeError("a model path is required", "invalid");
@@ -66,44 +112,69 @@ export class ModelManager implements ModelService {
       this.emit("model.progress", { path: file, stage: e.stage, stageIndex: i + 1, stageCount: LOAD_STAGES.length, fraction: e.fraction });
     });
     this.emit("model.state", { kind: "loading", path: file });
+    /** The model unloaded to make room, while the new one loads: loaded again if that fails. */
+    let madeRoom: { model: LoadedModel; load: CurrentLoad } | null = null;
     const run = async (): Promise<LoadedModel> => {
       try {
-        // Check the file before giving up the current model for it.
+        // 1. Check the file before giving up anything for it.
+        const old = this.currentModel;
+        const keeps = old ? `; ${old.name} stays loaded` : "";
+        let inspected: InspectedModel;
         try {
-          await requireModelFile(file);
-          await inspectModel(file);
+          inspected = await inspectFile(file);
         } catch (err) {
           const why = err instanceof SafeFileError ? err.reason : err instanceof Error ? err.message : String(err);
-          throw new RuntimeError(`cannot load ${file}: ${why}`, "invalid");
+          throw new RuntimeError(`cannot load ${file}: ${why}${keeps}`, "invalid");
         }
+        // The runtime's own answer for this load (its stages, nothing bound): refused now, nothing is given up.
+        const check = await this.host.checkLoad(file, settings);
+        const verdict = this.verdictOf(check, file);
+        if (verdict.problem !== null) throw new RuntimeError(`cannot load ${file}: ${verdict.problem}${keeps}`, "invalid");
         if (controller.signal.aborted) throw cancelled();
-        if (this.currentModel) {
-          const old = this.currentModel;
+        // 2. Memory: alongside the current model when both fit; in its place when only the new one does.
+        const facts = await this.machine.facts();
+        const plan = planMemory(shapeOf(inspected.shape, check), settings, facts);
+        const oldBytes = old?.weightBytes ?? 0;
+        // A GPU model holds device memory the new one's budget would lose: it goes first.
+        const gpuClash = this.currentLoad?.onGpu === true && plan.gpu !== null;
+        if (!req.ignoreMemory && plan.ramBytes > facts.ramAvailableBytes + oldBytes)
+          throw new RuntimeError(`cannot load ${file}: ${memoryRefusal(plan, facts.ramAvailableBytes, old, oldBytes)}${keeps}`, "invalid");
+        const alongside = old === null || (plan.fitsRam && !gpuClash && !verdict.needsRoom);
+        if (controller.signal.aborted) throw cancelled();
+        if (old && !alongside) {
+          madeRoom = { model: old, load: this.currentLoad ?? { path: old.path, settings: {}, onGpu: false } };
           this.currentModel = null;
+          this.currentLoad = null;
           await this.host.unloadModel(old.id);
+          this.emit("model.state", { kind: "unloaded" });
+          if (controller.signal.aborted) throw cancelled();
         }
-        if (controller.signal.aborted) throw cancelled();
+        // 3. The runtime's load.
         const loaded = this.host.loadModel(file, settings, loadId);  // registers loadId at once
         controller.signal.addEventListener("abort", () => this.host.cancelLoad(loadId), { once: true });
         const model = await loaded;
+        if (old && alongside && this.currentModel?.id === old.id) await this.host.unloadModel(old.id);
         this.currentModel = model;
         this.library.remember(file);
-        try {
-          this.profiles.add(this.host.profile(model.id), file);
-          this.emit("profiles.changed", { recent: await this.profiles.recent() });
-        } catch {
-          // a profile that cannot be saved does not fail the load
-        }
+        const profile = this.recordProfile(model);
+        this.currentLoad = { path: file, settings, onGpu: profile ? usesGpu(profile) : false };
+        if (profile) this.emit("profiles.changed", { recent: await this.profiles.recent().catch(() => []) });
         this.emit("model.state", { kind: "loaded", model });
         return model;
       } catch (err) {
+        const restored = madeRoom ? await this.restore(madeRoom) : null;
+        const again = madeRoom === null ? ""
+          : restored instanceof Error ? `; ${madeRoom.model.name}, unloaded to make room, could not be loaded again: ${restored.message}`
+          : `; ${madeRoom.model.name}, unloaded to make room, was loaded again`;
+        const restoredModel = restored instanceof Error || restored === null ? {} : { restored };
         if (controller.signal.aborted) {
-          this.emit("model.state", { kind: "cancelled", path: file });
+          this.emit("model.state", { kind: "cancelled", path: file, ...restoredModel });
           throw cancelled();
         }
-        const message = err instanceof Error ? err.message : String(err);
-        this.emit("model.state", { kind: "failed", path: file, message });
-        throw err;
+        const why = err instanceof Error ? err.message : String(err);
+        const message = why + again;
+        this.emit("model.state", { kind: "failed", path: file, message, ...restoredModel });
+        throw err instanceof RuntimeError ? new RuntimeError(message, err.code) : new RuntimeError(message, "failed");
       } finally {
         off();
         this.loading = null;
@@ -113,6 +184,56 @@ export class ModelManager implements ModelService {
     this.loadController = controller;
     this.loading = run();
     return this.loading;
+  }
+
+  /** The kernel packages changed: the list's checks are made again. */
+  packagesChanged(): void {
+    this.library.forgetLoadChecks();
+  }
+
+  /**
+   * The check's verdict for a load now: the runtime's reason it would fail, or null; needsRoom when
+   * only memory stands in the way and unloading the current model is what frees it (its session
+   * memory or its GPU), so the new model must not load next to it.
+   */
+  private verdictOf(check: LoadCheck, file: string): { problem: string | null; needsRoom: boolean } {
+    const problem = loadProblem(check, file);
+    if (problem === null) return { problem: null, needsRoom: false };
+    const old = this.currentModel;
+    if (old === null || !isMemoryRefusal(check)) return { problem, needsRoom: false };
+    const session = sessionShortfall(check);
+    const freed = session ? session.needBytes <= session.availableBytes + old.weightBytes : this.currentLoad?.onGpu === true;
+    return freed ? { problem: null, needsRoom: true } : { problem: `${problem} (even with ${old.name} unloaded)`, needsRoom: false };
+  }
+
+  /** Loads the model that made room for a failed load again, as it was loaded. */
+  private async restore(room: { model: LoadedModel; load: CurrentLoad }): Promise<LoadedModel | Error> {
+    try {
+      const model = await this.host.loadModel(room.load.path, room.load.settings, randomUUID());
+      this.currentModel = model;
+      this.currentLoad = room.load;
+      this.recordProfile(model);
+      return model;
+    } catch (err) {
+      return err instanceof Error ? err : new Error(String(err));
+    }
+  }
+
+  /** Saves a load's startup profile and shows its GPU figures to the memory plan; null when there is none. */
+  private recordProfile(model: LoadedModel): StartupProfileJson | null {
+    let profile: StartupProfileJson;
+    try {
+      profile = this.host.profile(model.id);
+    } catch {
+      return null;  // no profile: nothing to record
+    }
+    this.machine.observe(profile);
+    try {
+      this.profiles.add(profile, model.path);
+    } catch {
+      // a profile that cannot be saved does not fail the load
+    }
+    return profile;
   }
 
   async cancelLoad(): Promise<{ cancelled: boolean }> {
@@ -126,6 +247,7 @@ export class ModelManager implements ModelService {
     const m = this.currentModel;
     if (!m) return { unloaded: false };
     this.currentModel = null;
+    this.currentLoad = null;
     const unloaded = await this.host.unloadModel(m.id);
     this.emit("model.state", { kind: "unloaded" });
     return { unloaded };
@@ -135,18 +257,72 @@ export class ModelManager implements ModelService {
     return this.currentModel ? this.host.profile(this.currentModel.id) : null;
   }
 
-  async inspect(req: { path: string }): Promise<ModelSummary> {
+  async inspect(req: { path: string; settings?: ModelLoadSettings }): Promise<ModelSummary> {
+    const settings = sanitizeSettings({ ...this.defaults, ...(req.settings ?? {}) });
+    const file = req.path.trim();
     try {
-      return await this.library.inspect(req.path, this.currentModel?.contextSize || undefined);
+      const inspected = await inspectFile(file, settings.contextSize || this.currentModel?.contextSize || undefined);
+      // The problems are the check's, for these settings: what load() would refuse on.
+      const check = await this.host.checkLoad(file, settings);
+      const problem = this.verdictOf(check, file).problem;
+      const shape = shapeOf(inspected.shape, check);
+      const machine = await this.machine.facts();
+      return { ...inspected, problems: problem === null ? [] : [problem], shape, machine, plan: planMemory(shape, settings, machine) };
     } catch (err) {
-      throw new RuntimeError(err instanceof Error ? err.message : String(err), "invalid");
+      throw new RuntimeError(err instanceof SafeFileError ? err.message : err instanceof Error ? err.message : String(err), "invalid");
     }
+  }
+
+  async browse(req: { dir?: string }): Promise<FolderListing> {
+    return this.library.browse(req.dir);
+  }
+
+  async pickFile(): Promise<{ path: string | null }> {
+    if (!this.options.pickFile) throw new RuntimeError("a browser tab cannot open this computer's file dialog: use Browse… (the models folder and your home folder)", "invalid");
+    return { path: await this.options.pickFile() };
+  }
+
+  async remove(req: { path: string }): Promise<{ removed: string[] }> {
+    const loaded = this.currentModel?.path;
+    if (loaded && sameModel(loaded, req.path)) throw new RuntimeError(`${path.basename(req.path)} is the loaded model: unload it first`, "busy");
+    if (this.loading) throw new RuntimeError("a model is loading: wait for it first", "busy");
+    const removed = await this.library.remove(req.path);
+    this.emit("models.changed", { files: await this.library.list() });
+    return { removed };
   }
 
   /** Waits for a load in progress (shutdown, tests). */
   async settled(): Promise<void> {
     await this.loading?.catch(() => undefined);
   }
+}
+
+/** The same file, or two shards of one split model. */
+function sameModel(a: string, b: string): boolean {
+  const ra = path.resolve(a);
+  const rb = path.resolve(b);
+  if (ra === rb) return true;
+  const sa = parseShardName(path.basename(ra));
+  const sb = parseShardName(path.basename(rb));
+  return sa !== null && sb !== null && path.dirname(ra) === path.dirname(rb) && sa.stem === sb.stem && sa.count === sb.count;
+}
+
+/** The plan's shape with the weight bytes the runtime's check counted (the inspect's are estimated from the file). */
+function shapeOf(shape: ModelShape, check: LoadCheck): ModelShape {
+  const { denseBytes, expertBytes } = check.estimate;
+  return denseBytes !== undefined && expertBytes !== undefined ? { ...shape, denseBytes, expertBytes } : shape;
+}
+
+/** True when the load's device_policy found a GPU to use. */
+function usesGpu(profile: StartupProfileJson): boolean {
+  const g = profile.stages.find((s) => s.name === "device_policy")?.detail["gpu"];
+  return typeof g === "object" && g !== null;
+}
+
+function memoryRefusal(plan: MemoryPlan, available: number, old: LoadedModel | null, oldBytes: number): string {
+  const after = old ? ` (about ${sizeText(available + oldBytes)} with ${old.name} unloaded)` : "";
+  return `it needs about ${sizeText(plan.ramBytes)} of RAM with these settings and ${sizeText(available)} is available${after}; ` +
+    "try a smaller context, experts on the GPU, a smaller quantization, or Load anyway";
 }
 
 function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {

@@ -1,7 +1,8 @@
 // ModelManager's check of the load settings (sanitizeSettings) before anything
 // is loaded: the GPU choice, the budget, expertsOnCpu and the peer GPUs, good and bad. A host
-// that records what it is asked to load stands in for the runtime; the file
-// check before a load reads the real embedded model.
+// that records what it is asked to load stands in for the runtime (its
+// pre-flight check passes everything: the settings' own checks are under test);
+// the file check before a load reads the real embedded model.
 import { describe, expect, it } from "vitest";
 
 import type { EventSink } from "../../shared/app-contract.js";
@@ -16,6 +17,7 @@ function manager(defaults: ModelLoadSettings = {}) {
   const loads: ModelLoadSettings[] = [];
   const host = {
     subscribe: () => () => undefined,
+    checkLoad: async () => ({ ok: true, status: "ok", stage: null, error: null, estimate: {}, profile: null }),
     loadModel: async (path: string, settings: ModelLoadSettings) => {
       loads.push(settings);
       return { id: "m1", path, name: "demo" } as LoadedModel;
@@ -23,7 +25,7 @@ function manager(defaults: ModelLoadSettings = {}) {
     unloadModel: async () => true,
     profile: () => { throw new Error("no profile"); },
   } as unknown as RuntimeHost;
-  const library = { remember: () => undefined } as unknown as ModelLibrary;
+  const library = { remember: () => undefined, setLoadCheck: () => undefined } as unknown as ModelLibrary;
   const emit: EventSink = () => undefined;
   return { models: new ModelManager(host, library, {} as ProfileStore, emit, defaults), loads };
 }

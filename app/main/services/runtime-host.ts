@@ -9,6 +9,7 @@ import path from "node:path";
 
 import { loadCancelledMessage } from "../../shared/app-contract.js";
 import type {
+  ChatMessage,
   GenerationInput,
   GenerationRequest,
   GenerationResult,
@@ -26,8 +27,8 @@ import type {
   StopReason,
 } from "../../shared/runtime-contract.js";
 import { ChatTemplateError, chatPromptTokens } from "../runtime/chat-template.js";
-import { GuildModel } from "../runtime/model.js";
-import type { GenerateOptions } from "../runtime/options.js";
+import { checkModelLoad, GuildModel, type LoadCheck } from "../runtime/model.js";
+import type { GenerateOptions, LoadCheckOptions } from "../runtime/options.js";
 import { pacedGenerate, type TokenPacing } from "../runtime/paced-generate.js";
 import type { GuildSession } from "../runtime/session.js";
 
@@ -139,15 +140,7 @@ export class RuntimeHost {
     this.loads.set(loadId, controller);
     try {
       const model = await GuildModel.load(file, {
-        ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
-        ...(settings.contextSize !== undefined ? { contextSize: settings.contextSize } : {}),
-        ...(settings.kvCacheType !== undefined ? { kvCacheType: settings.kvCacheType } : {}),
-        ...(settings.gpu !== undefined ? { gpu: settings.gpu } : {}),
-        ...(settings.gpuBudgetGiB !== undefined ? { gpuBudgetGiB: settings.gpuBudgetGiB } : {}),
-        ...(settings.expertsOnCpu !== undefined ? { expertsOnCpu: settings.expertsOnCpu } : {}),
-        ...(settings.gpuPeers !== undefined ? { gpuPeers: settings.gpuPeers } : {}),
-        ...(settings.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetGiB: settings.gpuPeerBudgetGiB } : {}),
-        ...(this.packagesDir !== undefined ? { packagesDir: this.packagesDir } : {}),
+        ...this.loadOptions(settings),
         onProgress: (stage, fraction) => this.emit({ type: "loadProgress", loadId, path: file, stage, fraction }),
         signal: controller.signal,
       });
@@ -162,6 +155,34 @@ export class RuntimeHost {
     } finally {
       this.loads.delete(loadId);
     }
+  }
+
+  /**
+   * The runtime's pre-flight check of loadModel(file, settings): the same options (this host's
+   * kernel packages folder included), the load's own stages, nothing loaded (runtime/model.ts).
+   */
+  async checkLoad(file: string, settings: ModelLoadSettings = {}): Promise<LoadCheck> {
+    if (typeof file !== "string" || file.length === 0) throw new RuntimeError("a model path is required", "invalid");
+    try {
+      return await checkModelLoad(file, this.loadOptions(settings));
+    } catch (err) {
+      throw new RuntimeError(errorMessage(err), "invalid");  // only malformed options reject
+    }
+  }
+
+  /** A load's runtime options from the app's settings and this host's packages folder. */
+  private loadOptions(settings: ModelLoadSettings): LoadCheckOptions {
+    return {
+      ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
+      ...(settings.contextSize !== undefined ? { contextSize: settings.contextSize } : {}),
+      ...(settings.kvCacheType !== undefined ? { kvCacheType: settings.kvCacheType } : {}),
+      ...(settings.gpu !== undefined ? { gpu: settings.gpu } : {}),
+      ...(settings.gpuBudgetGiB !== undefined ? { gpuBudgetGiB: settings.gpuBudgetGiB } : {}),
+      ...(settings.expertsOnCpu !== undefined ? { expertsOnCpu: settings.expertsOnCpu } : {}),
+      ...(settings.gpuPeers !== undefined ? { gpuPeers: settings.gpuPeers } : {}),
+      ...(settings.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetGiB: settings.gpuPeerBudgetGiB } : {}),
+      ...(this.packagesDir !== undefined ? { packagesDir: this.packagesDir } : {}),
+    };
   }
 
   cancelLoad(loadId: LoadId): boolean {
@@ -216,6 +237,16 @@ export class RuntimeHost {
 
   profile(modelId: ModelId): StartupProfileJson {
     return this.model(modelId).model.startupProfile() as unknown as StartupProfileJson;
+  }
+
+  /**
+   * The prompt tokens of a chat on a loaded model, exactly as `generate` would
+   * make them from `{ kind: "chat", messages }` (its chat template, generation
+   * prompt added). ChatService measures its history with it to shift the
+   * context, then generates from the tokens.
+   */
+  async chatPrompt(modelId: ModelId, messages: ChatMessage[], signal: AbortSignal = new AbortController().signal): Promise<number[]> {
+    return this.promptTokens(this.model(modelId).model, { kind: "chat", messages }, signal);
   }
 
   queueState(modelId: ModelId): QueueState {

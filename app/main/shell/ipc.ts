@@ -1,5 +1,5 @@
 // ipcMain handlers: one per contract operation, bound to the services. Each
-// checks the sender (our window's webContents, loaded from our file:// app)
+// checks the sender (our window's webContents, showing our guild://app/ page)
 // and the argument (OPERATIONS' schema) before a service sees it.
 import { ipcMain, type IpcMainInvokeEvent, type WebContents } from "electron";
 
@@ -14,7 +14,7 @@ export interface IpcBinding {
   dispose(): void;
 }
 
-/** True when the event comes from `trusted` showing a page of the app (file:// under `appRoot`). */
+/** True when the event comes from `trusted`'s main frame showing a page of the app (a URL under `appUrlPrefix`). */
 export function isTrustedSender(event: IpcMainInvokeEvent, trusted: () => WebContents | null, appUrlPrefix: string): boolean {
   const wc = trusted();
   if (!wc || event.sender !== wc) return false;

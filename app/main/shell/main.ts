@@ -1,14 +1,16 @@
 // The Electron entry point: the only place (with window.ts, ipc.ts, menu.ts)
-// that imports electron. Builds the services (composition root), one window,
-// and binds the IPC contract to that window.
-import { app, BrowserWindow } from "electron";
+// that imports electron. Builds the services (composition root) with the
+// system's file dialogs, serves the renderer from guild://app/, opens one
+// window, and binds the IPC contract to that window.
+import { app, BrowserWindow, dialog, shell } from "electron";
 import path from "node:path";
 
 import { projectRoot } from "../paths.js";
 import { createAppServices, type AppServices } from "../services/index.js";
 import { bindIpc, type IpcBinding } from "./ipc.js";
 import { installMenu } from "./menu.js";
-import { appUrlPrefix, createAppWindow, installSessionPolicy } from "./window.js";
+import { appUrlPrefix, isExternalLink } from "./policy.js";
+import { createAppWindow, installSessionPolicy, registerAppScheme, serveAppScheme } from "./window.js";
 
 const root = app.isPackaged ? app.getAppPath() : projectRoot();
 const rendererDir = path.join(root, "dist", "renderer");
@@ -24,7 +26,22 @@ let window: BrowserWindow | null = null;
 let services: AppServices | null = null;
 let ipc: IpcBinding | null = null;
 
+/** The system's dialogs, attached to the window (the contract's models.pickFile and settings.pickFolder). */
+const dialogs = {
+  async pickModelFile(): Promise<string | null> {
+    const options = { title: "Open a GGUF model", properties: ["openFile" as const], filters: [{ name: "GGUF models", extensions: ["gguf"] }] };
+    const r = window ? await dialog.showOpenDialog(window, options) : await dialog.showOpenDialog(options);
+    return r.canceled ? null : r.filePaths[0] ?? null;
+  },
+  async pickFolder(): Promise<string | null> {
+    const options = { title: "Choose the models folder", properties: ["openDirectory" as const, "createDirectory" as const] };
+    const r = window ? await dialog.showOpenDialog(window, options) : await dialog.showOpenDialog(options);
+    return r.canceled ? null : r.filePaths[0] ?? null;
+  },
+};
+
 app.enableSandbox();
+registerAppScheme();
 if (!app.requestSingleInstanceLock()) {
   app.quit();
 } else {
@@ -40,14 +57,19 @@ if (!app.requestSingleInstanceLock()) {
   });
   void app.whenReady().then(() => {
     installSessionPolicy();
+    serveAppScheme(rendererDir);
     services = createAppServices({
       dataDir: process.env["GUILD_DATA_DIR"] ?? app.getPath("userData"),
       ...(embeddedModel ? { embeddedModel } : {}),
+      dialogs,
     });
-    ipc = bindIpc(services, () => window?.webContents ?? null, appUrlPrefix(rendererDir));
+    ipc = bindIpc(services, () => window?.webContents ?? null, appUrlPrefix);
     installMenu(() => window);
     const open = () => {
-      window = createAppWindow({ rendererDir, preloadPath, iconPath });
+      window = createAppWindow({
+        preloadPath, iconPath,
+        openExternal: (url) => { if (isExternalLink(url)) void shell.openExternal(url); },
+      });
       window.on("closed", () => { window = null; });
     };
     open();

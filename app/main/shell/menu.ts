@@ -1,8 +1,18 @@
-// The application menu: the standard roles plus a View menu per app page.
-import { Menu, shell, type BrowserWindow, type MenuItemConstructorOptions } from "electron";
+// The application menu: the standard roles, a View menu (DevTools only in
+// development), and Help pointing at the app's own help page (guild://app/#/help:
+// getting started, keyboard shortcuts), which works offline.
+import { app, Menu, type BrowserWindow, type MenuItemConstructorOptions } from "electron";
+
+import { devToolsAllowed, helpUrl } from "./policy.js";
 
 export function installMenu(getWindow: () => BrowserWindow | null): void {
   const isMac = process.platform === "darwin";
+  const showHelp = () => {
+    const win = getWindow();
+    if (!win) return;
+    void win.loadURL(helpUrl);
+    win.focus();
+  };
   const template: MenuItemConstructorOptions[] = [
     ...(isMac ? [{ role: "appMenu" } as MenuItemConstructorOptions] : []),
     { role: "fileMenu" },
@@ -11,7 +21,7 @@ export function installMenu(getWindow: () => BrowserWindow | null): void {
       label: "View",
       submenu: [
         { role: "reload" },
-        { role: "toggleDevTools" },
+        ...(devToolsAllowed(app.isPackaged) ? [{ role: "toggleDevTools" } as MenuItemConstructorOptions] : []),
         { type: "separator" },
         { role: "resetZoom" },
         { role: "zoomIn" },
@@ -24,8 +34,8 @@ export function installMenu(getWindow: () => BrowserWindow | null): void {
     {
       role: "help",
       submenu: [
-        { label: "Guild on the web", click: () => void shell.openExternal("https://github.com/") },
-        { label: "Focus the window", click: () => getWindow()?.focus() },
+        { label: "Guild Help", accelerator: "F1", click: showHelp },
+        { label: "Keyboard Shortcuts", click: showHelp },
       ],
     },
   ];

@@ -47,6 +47,7 @@ export async function startWebMode(options: WebModeOptions = {}): Promise<WebMod
     ...(bind !== undefined ? { host: bind } : {}),
     port: port ?? defaultWebPort,
     extraRoutes: [createWebRoutes(services, session, web ?? {})],
+    onRequest: (r) => services.server.record("page", r),  // the Server panel's request log
   });
   let started: { url: string };
   try {
@@ -55,6 +56,7 @@ export async function startWebMode(options: WebModeOptions = {}): Promise<WebMod
     await services.dispose();
     throw err;
   }
+  services.server.attachPage({ url: started.url, apiKeyRequired: false });
   return {
     url: session.appUrl(started.url),
     serverUrl: started.url,

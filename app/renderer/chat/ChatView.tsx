@@ -1,95 +1,50 @@
+// The chat view: the conversation list, the thread (its active path, with the
+// messages the model no longer sees marked), the context meter, the settings
+// panel, the context-full banner and its summary dialog, and the composer.
 import { useEffect, useRef, useState, type KeyboardEvent } from "react";
 import { useShallow } from "zustand/react/shallow";
 
-import type { Conversation } from "../../shared/app-contract.js";
 import { download } from "../common/format.js";
 import { client } from "../transport/index.js";
 import { useApp } from "../stores/store.js";
+import { ContextFullBanner, SummaryDialog, contextFull } from "./ContextFull.js";
+import { ContextMeter } from "./ContextMeter.js";
+import { ConversationList } from "./ConversationList.js";
+import { contextView } from "./context-view.js";
 import { MessageView } from "./MessageView.js";
-
-function ConversationList() {
-  const { conversations, selectedId, hits, query } = useApp(useShallow((s) => ({
-    conversations: s.conversations, selectedId: s.selectedId, hits: s.hits, query: s.query,
-  })));
-  const select = useApp((s) => s.selectConversation);
-  const create = useApp((s) => s.newConversation);
-  const rename = useApp((s) => s.renameConversation);
-  const remove = useApp((s) => s.deleteConversation);
-  const search = useApp((s) => s.search);
-  const [editing, setEditing] = useState<string | null>(null);
-  const [title, setTitle] = useState("");
-  const rows: { c: Conversation; snippet: string }[] = hits ? hits.map((h) => ({ c: h.conversation, snippet: h.snippet }))
-    : conversations.map((c) => ({ c, snippet: "" }));
-  return (
-    <aside className="conversations">
-      <div className="conv-actions">
-        <button type="button" className="primary" onClick={() => void create()} data-testid="new-chat">New chat</button>
-      </div>
-      <input type="search" placeholder="Search conversations" value={query} onChange={(e) => void search(e.target.value)} aria-label="Search conversations" />
-      <ul data-testid="conversation-list">
-        {rows.map(({ c, snippet }) => (
-          <li key={c.id} className={c.id === selectedId ? "selected" : ""}>
-            {editing === c.id ? (
-              <form onSubmit={(e) => { e.preventDefault(); void rename(c.id, title); setEditing(null); }}>
-                <input autoFocus value={title} onChange={(e) => setTitle(e.target.value)} onBlur={() => setEditing(null)} aria-label="Conversation title" />
-              </form>
-            ) : (
-              <button type="button" className="conv-title" onClick={() => void select(c.id)} title={c.title}>
-                <span>{c.title}</span>
-                {snippet && <small>{snippet}</small>}
-              </button>
-            )}
-            <span className="conv-tools">
-              <button type="button" className="icon" aria-label={`Rename ${c.title}`} title="Rename" onClick={() => { setEditing(c.id); setTitle(c.title); }}>✎</button>
-              <button type="button" className="icon" aria-label={`Delete ${c.title}`} title="Delete"
-                onClick={() => { if (window.confirm(`Delete “${c.title}”?`)) void remove(c.id); }}>✕</button>
-            </span>
-          </li>
-        ))}
-        {rows.length === 0 && <li className="empty">{hits ? "No matches" : "No conversations yet"}</li>}
-      </ul>
-    </aside>
-  );
-}
-
-function Settings({ c }: { c: Conversation }) {
-  const update = useApp((s) => s.updateSettings);
-  const [prompt, setPrompt] = useState(c.systemPrompt);
-  const [temp, setTemp] = useState(c.temperature);
-  useEffect(() => { setPrompt(c.systemPrompt); setTemp(c.temperature); }, [c.id, c.systemPrompt, c.temperature]);
-  return (
-    <form className="settings" onSubmit={(e) => { e.preventDefault(); void update(prompt, temp); }}>
-      <label>System prompt
-        <textarea rows={2} value={prompt} onChange={(e) => setPrompt(e.target.value)} />
-      </label>
-      <label>Temperature {temp.toFixed(2)}
-        <input type="range" min={0} max={2} step={0.05} value={temp} onChange={(e) => setTemp(Number(e.target.value))} />
-      </label>
-      <button type="submit">Save</button>
-    </form>
-  );
-}
+import { SettingsPanel } from "./SettingsPanel.js";
 
 export function ChatView() {
-  const { messages, reply, selectedId, conversations, chatError, current } = useApp(useShallow((s) => ({
-    messages: s.messages, reply: s.reply, selectedId: s.selectedId, conversations: s.conversations, chatError: s.chatError, current: s.current,
+  const { messages, reply, selectedId, conversations, chatError, current, summary, settingsForm } = useApp(useShallow((s) => ({
+    messages: s.messages, reply: s.reply, selectedId: s.selectedId, conversations: s.conversations, chatError: s.chatError,
+    current: s.current, summary: s.chatSummary, settingsForm: s.settingsForm,
   })));
   const send = useApp((s) => s.send);
   const stop = useApp((s) => s.stop);
   const regenerate = useApp((s) => s.regenerate);
+  const saveSettings = useApp((s) => s.saveSettings);
   const clearError = useApp((s) => s.clearChatError);
   const [draft, setDraft] = useState("");
   const [showSettings, setShowSettings] = useState(false);
   const bottom = useRef<HTMLDivElement>(null);
   const conversation = conversations.find((c) => c.id === selectedId) ?? null;
-  const busy = reply !== null;
+  const busy = reply !== null || summary?.state === "running";
+  const view = contextView(messages, current?.contextSize ?? null);
 
   useEffect(() => { bottom.current?.scrollIntoView({ block: "end" }); }, [messages]);
+  useEffect(() => { void useApp.getState().loadPresets(); }, []);
   useEffect(() => {
     const onKey = (e: globalThis.KeyboardEvent) => { if (e.key === "Escape" && useApp.getState().reply) void useApp.getState().stop(); };
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
   }, []);
+  // A browser tab asks before closing over settings that are not saved yet (Electron saves them on blur).
+  useEffect(() => {
+    if (settingsForm === null || client.transportKind !== "web") return;
+    const onUnload = (e: BeforeUnloadEvent) => { e.preventDefault(); };
+    window.addEventListener("beforeunload", onUnload);
+    return () => window.removeEventListener("beforeunload", onUnload);
+  }, [settingsForm]);
 
   const submit = async () => {
     const text = draft.trim();
@@ -107,6 +62,10 @@ export function ChatView() {
     const f = await client.chat.exportConversation({ id: conversation.id, format });
     download(f.filename, f.mimeType, f.content);
   };
+  const toggleSettings = () => {
+    if (showSettings) void saveSettings();
+    setShowSettings(!showSettings);
+  };
 
   return (
     <div className="chat">
@@ -115,30 +74,43 @@ export function ChatView() {
         <header className="thread-head">
           <h2>{conversation?.title ?? "Chat"}</h2>
           <span className="model-tag">{current ? current.name : "no model loaded"}</span>
+          <ContextMeter view={view} />
           {conversation && (
             <span className="head-tools">
-              <button type="button" onClick={() => setShowSettings(!showSettings)} aria-expanded={showSettings}>Settings</button>
+              <button type="button" onClick={toggleSettings} aria-expanded={showSettings}>
+                Settings{settingsForm !== null ? " ●" : ""}
+              </button>
               <button type="button" onClick={() => void exportAs("markdown")}>Export .md</button>
               <button type="button" onClick={() => void exportAs("json")}>Export .json</button>
             </span>
           )}
         </header>
-        {showSettings && conversation && <Settings c={conversation} />}
+        {showSettings && conversation && <SettingsPanel c={conversation} />}
         <div className="messages" data-testid="messages">
           {messages.length === 0 && <p className="hint">Ask something. Enter sends, Shift+Enter adds a line, Esc stops a reply.</p>}
-          {messages.map((m) => (
-            <MessageView key={m.id} m={m} streaming={reply?.messageId === m.id} position={reply?.messageId === m.id ? reply.position : null} canEdit={!busy} />
+          {messages.map((m, i) => (
+            <div key={m.id} className="message-slot">
+              {i === view.firstInContext && i > 0 && (
+                <div className="context-divider" data-testid="context-divider">
+                  The model no longer sees the {i} message{i === 1 ? "" : "s"} above: they left its context (they stay in this chat).
+                </div>
+              )}
+              <MessageView m={m} streaming={reply?.messageId === m.id} position={reply?.messageId === m.id ? reply.position : null}
+                idle={!busy} inContext={i >= view.firstInContext} />
+            </div>
           ))}
           <div ref={bottom} />
         </div>
+        {conversation && contextFull(messages) && !summary && <ContextFullBanner c={conversation} />}
+        <SummaryDialog />
         {chatError && <div className="banner error" role="alert">{chatError} <button type="button" className="small" onClick={clearError}>Dismiss</button></div>}
         <div className="composer">
           <textarea value={draft} onChange={(e) => setDraft(e.target.value)} onKeyDown={onKeyDown} rows={3}
             placeholder={current ? "Message (Enter to send, Shift+Enter for a new line)" : "Load a model on the Models page first"} aria-label="Message" />
           <div className="composer-buttons">
-            {busy
+            {reply !== null
               ? <button type="button" className="danger" onClick={() => void stop()} data-testid="stop">Stop (Esc)</button>
-              : <button type="button" className="primary" onClick={() => void submit()} disabled={!draft.trim()} data-testid="send">Send</button>}
+              : <button type="button" className="primary" onClick={() => void submit()} disabled={!draft.trim() || busy} data-testid="send">Send</button>}
             <button type="button" onClick={() => void regenerate()} disabled={busy || messages.length === 0} data-testid="regenerate">Regenerate</button>
           </div>
         </div>

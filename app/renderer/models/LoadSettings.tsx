@@ -1,26 +1,35 @@
 // The load settings every Load button on the Models page uses: CPU settings,
 // and a GPU group that only matters with a CUDA build on a machine with a GPU.
-import { gpuFieldsApply, type DeviceChoice, type LoadSettingsForm } from "./load-settings.js";
+// Each field's error is the list item under the form, attached to its input
+// (aria-describedby + aria-invalid), so a screen reader reads it with the field.
+import { gpuFieldsApply, type DeviceChoice, type LoadSettingsField, type LoadSettingsForm, type ParsedLoadSettings } from "./load-settings.js";
 
 interface Props {
   form: LoadSettingsForm;
   /** Where the current model runs ("runs on the CPU: this build has no CUDA backend"), when one is loaded. */
   currentDevice: string | null;
   errors: string[];
+  fieldErrors: ParsedLoadSettings["fieldErrors"];
   onChange(form: LoadSettingsForm): void;
 }
 
-export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
+const errorId = (field: LoadSettingsField) => `load-settings-error-${field}`;
+
+export function LoadSettings({ form, currentDevice, errors, fieldErrors, onChange }: Props) {
   const set = <K extends keyof LoadSettingsForm>(key: K, value: LoadSettingsForm[K]) => onChange({ ...form, [key]: value });
   const gpuOn = gpuFieldsApply(form);
+  /** The attributes that tie a field to its error, when it has one. */
+  const described = (field: LoadSettingsField) =>
+    fieldErrors[field] !== undefined ? { "aria-invalid": true, "aria-describedby": errorId(field) } : {};
+  const fieldOf = (text: string) => (Object.keys(fieldErrors) as LoadSettingsField[]).find((f) => fieldErrors[f] === text);
   return (
     <div className="load-settings" data-testid="load-settings">
       <div className="settings-row">
         <label>Threads
-          <input value={form.threads} onChange={(e) => set("threads", e.target.value)} placeholder="all cores" inputMode="numeric" aria-label="Threads" />
+          <input value={form.threads} onChange={(e) => set("threads", e.target.value)} placeholder="all cores" inputMode="numeric" aria-label="Threads" {...described("threads")} />
         </label>
         <label>Context (tokens)
-          <input value={form.contextSize} onChange={(e) => set("contextSize", e.target.value)} placeholder="model default" inputMode="numeric" aria-label="Context size" />
+          <input value={form.contextSize} onChange={(e) => set("contextSize", e.target.value)} placeholder="model default" inputMode="numeric" aria-label="Context size" {...described("contextSize")} />
         </label>
         <label>KV cache
           <select value={form.kvCacheType} onChange={(e) => set("kvCacheType", e.target.value as LoadSettingsForm["kvCacheType"])} aria-label="KV cache precision">
@@ -46,12 +55,12 @@ export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
           </label>
           {form.device === "cuda" && (
             <label>Device number
-              <input value={form.cudaDevice} onChange={(e) => set("cudaDevice", e.target.value)} inputMode="numeric" aria-label="CUDA device number" />
+              <input value={form.cudaDevice} onChange={(e) => set("cudaDevice", e.target.value)} inputMode="numeric" aria-label="CUDA device number" {...described("cudaDevice")} />
             </label>
           )}
           <label>Memory budget (GiB)
             <input value={gpuOn ? form.gpuBudgetGiB : ""} onChange={(e) => set("gpuBudgetGiB", e.target.value)} disabled={!gpuOn}
-              placeholder="free − 1 GiB" inputMode="decimal" aria-label="GPU memory budget (GiB)" />
+              placeholder="free − 1 GiB" inputMode="decimal" aria-label="GPU memory budget (GiB)" {...described("gpuBudgetGiB")} />
           </label>
           <label className="check">
             <input type="checkbox" checked={gpuOn && form.expertsOnCpu} disabled={!gpuOn} onChange={(e) => set("expertsOnCpu", e.target.checked)} />
@@ -61,16 +70,21 @@ export function LoadSettings({ form, currentDevice, errors, onChange }: Props) {
         <div className="settings-row">
           <label>Peer GPUs
             <input value={gpuOn ? form.gpuPeers : ""} onChange={(e) => set("gpuPeers", e.target.value)} disabled={!gpuOn}
-              placeholder="cuda:1,cuda:2" aria-label="Peer GPUs" />
+              placeholder="cuda:1,cuda:2" aria-label="Peer GPUs" {...described("gpuPeers")} />
           </label>
           <label>Peer budget (GiB)
             <input value={gpuOn ? form.gpuPeerBudgetGiB : ""} onChange={(e) => set("gpuPeerBudgetGiB", e.target.value)} disabled={!gpuOn}
-              placeholder="free − 1 GiB" inputMode="decimal" aria-label="Peer budget (GiB)" />
+              placeholder="free − 1 GiB" inputMode="decimal" aria-label="Peer budget (GiB)" {...described("gpuPeerBudgetGiB")} />
           </label>
         </div>
       </fieldset>
       {errors.length > 0 && (
-        <ul className="form-errors" role="status" data-testid="load-settings-errors">{errors.map((e) => <li key={e}>{e}</li>)}</ul>
+        <ul className="form-errors" role="status" data-testid="load-settings-errors">
+          {errors.map((e) => {
+            const field = fieldOf(e);
+            return <li key={e} {...(field ? { id: errorId(field) } : {})}>{e}</li>;
+          })}
+        </ul>
       )}
     </div>
   );

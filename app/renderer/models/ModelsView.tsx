@@ -1,35 +1,77 @@
-import { useEffect, useMemo, useState } from "react";
+// The Models page: the current model, a load's stage progress, the model
+// files (the library, with what each holds and whether this runtime runs it;
+// a file opened by dialog, folder browser or path), getting models from the
+// Hugging Face Hub, the load settings, and the inspected file with the memory
+// plan for the settings as typed.
+import { useEffect, useMemo, useRef, useState } from "react";
 import { useShallow } from "zustand/react/shallow";
 
+import { planMemory } from "../../shared/memory-plan.js";
 import { LOAD_STAGES } from "../../shared/runtime-contract.js";
 import { formatBytes } from "../common/format.js";
 import { useApp } from "../stores/store.js";
-import { emptyLoadSettingsForm, peerList, toLoadSettings } from "./load-settings.js";
+import { client } from "../transport/index.js";
+import { Downloads } from "./Downloads.js";
+import { FolderBrowser } from "./FolderBrowser.js";
 import { GpuFitNote } from "./GpuFitNote.js";
+import { HubSearch } from "./HubSearch.js";
+import { emptyLoadSettingsForm, peerList, toLoadSettings } from "./load-settings.js";
 import { LoadSettings } from "./LoadSettings.js";
+import { MemoryPlanView } from "./MemoryPlanView.js";
 import { stageLabel } from "./stage-labels.js";
 
 export function ModelsView() {
-  const { files, current, loadingPath, progress, summary, error, notice, cancelling, currentDevice } = useApp(useShallow((s) => ({
+  const { files, current, loadingPath, progress, summary, error, notice, cancelling, currentDevice, browser, settings } = useApp(useShallow((s) => ({
     files: s.files, current: s.current, loadingPath: s.loadingPath, progress: s.progress, summary: s.summary, error: s.modelsError,
-    notice: s.modelsNotice, cancelling: s.cancellingLoad, currentDevice: s.currentDevice,
+    notice: s.modelsNotice, cancelling: s.cancellingLoad, currentDevice: s.currentDevice, browser: s.browser, settings: s.appSettings,
   })));
   const refresh = useApp((s) => s.refreshModels);
   const load = useApp((s) => s.loadModel);
   const unload = useApp((s) => s.unloadModel);
   const cancelLoad = useApp((s) => s.cancelLoad);
   const inspect = useApp((s) => s.inspectModel);
+  const browse = useApp((s) => s.browse);
+  const closeBrowser = useApp((s) => s.closeBrowser);
+  const pickFile = useApp((s) => s.pickModelFile);
+  const remove = useApp((s) => s.removeModel);
+  const refreshDownloads = useApp((s) => s.refreshDownloads);
+  const refreshSettings = useApp((s) => s.refreshAppSettings);
   const [path, setPath] = useState("");
   const [form, setForm] = useState(emptyLoadSettingsForm);
+  const [browsing, setBrowsing] = useState(false);
   const parsed = useMemo(() => toLoadSettings(form), [form]);
   const canLoad = loadingPath === null && parsed.errors.length === 0;
-  useEffect(() => { void refresh(); }, [refresh]);
-  const settings = () => parsed.settings;
+  const summaryHeading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    void refresh();
+    void refreshDownloads();
+    void refreshSettings();
+  }, [refresh, refreshDownloads, refreshSettings]);
+  useEffect(() => { summaryHeading.current?.focus(); }, [summary?.path]);
+  const settingsNow = () => parsed.settings;
+  const inspectNow = (p: string) => void inspect(p, settingsNow());
   const stageIndex = progress && progress.stageIndex > 0 ? progress.stageIndex : progress?.stage === "ready" ? LOAD_STAGES.length : 0;
   const pct = Math.round((stageIndex / LOAD_STAGES.length) * 100);
+  const plan = useMemo(() => (summary ? planMemory(summary.shape, parsed.settings ?? {}, summary.machine) : null), [summary, parsed.settings]);
+  const openFile = async () => {
+    if (client.transportKind === "electron") {
+      const picked = await pickFile();
+      if (picked) {
+        setPath(picked);
+        inspectNow(picked);
+      }
+    } else {
+      setBrowsing(true);
+      await browse();
+    }
+  };
   return (
     <div className="page">
       <h2>Models</h2>
+      {files.length > 0 && files.every((f) => f.source === "embedded") && (
+        <p className="banner note" data-testid="first-steps">Only the small built-in demo model is here. To chat with a real one, search the
+          Hugging Face Hub below (e.g. “Qwen3 30B A3B GGUF”), download a quantization that fits your memory, then press Load now.</p>
+      )}
       <section className="card" data-testid="current-model">
         <h3>Current model</h3>
         {current ? (
@@ -59,45 +101,72 @@ export function ModelsView() {
             <button type="button" onClick={() => void cancelLoad()} disabled={cancelling} data-testid="cancel-load">
               {cancelling ? "Cancelling…" : "Cancel load"}</button>
           </div>
+          {current && <p className="fine-print">{current.name} stays loaded until the new model is ready (unless memory requires it to go first).</p>}
         </section>
       )}
       {error && <div className="banner error" role="alert">{error}</div>}
       {notice && <div className="banner note" role="status" data-testid="models-notice">{notice}</div>}
       <section className="card">
-        <h3>Load settings</h3>
-        <LoadSettings form={form} currentDevice={current ? currentDevice : null} errors={parsed.errors} onChange={setForm} />
-      </section>
-      <section className="card">
         <h3>Model files</h3>
+        <p className="fine-print" data-testid="models-folder">Models folder: {settings ? <code>{settings.modelsDir}</code> : "…"} — downloads go there,
+          and every .gguf file in it is listed here (change it in Preferences).</p>
         <table>
-          <thead><tr><th>Name</th><th>Source</th><th>Size</th><th /></tr></thead>
+          <thead><tr><th>Name</th><th>What it is</th><th>Size</th><th /></tr></thead>
           <tbody>
             {files.map((f) => (
-              <tr key={f.path}>
-                <td title={f.path}>{f.name}{current?.path === f.path && <span className="badge ok">loaded</span>}</td>
-                <td>{f.source}</td>
+              <tr key={f.path} data-testid="model-file">
+                <td title={f.path}>{f.name}{current?.path === f.path && <span className="badge ok">loaded</span>}
+                  {f.shards && <span className={`badge ${f.shards.present < f.shards.count ? "warn" : ""}`}>{f.shards.present} of {f.shards.count} shards</span>}
+                  <div className="reason">{f.source === "embedded" ? "built in" : f.source === "library" ? "models folder" : "opened by path"}</div></td>
+                <td>{f.facts ? <>{f.facts.architecture}{f.facts.quant ? ` · ${f.facts.quant}` : ""}{f.facts.parameterCount > 0 ? ` · ${formatParams(f.facts.parameterCount)} parameters` : ""}
+                  {f.facts.problems.length > 0 && <div className="reason error-text">Cannot load: {f.facts.problems.join("; ")}</div>}</>
+                  : <span className="reason error-text">{f.factsError ?? "not inspected"}</span>}</td>
                 <td>{formatBytes(f.sizeBytes)}</td>
                 <td className="actions">
-                  <button type="button" onClick={() => void inspect(f.path)}>Inspect</button>
-                  <button type="button" disabled={!canLoad} onClick={() => void load(f.path, settings())}>Load</button>
+                  <button type="button" onClick={() => inspectNow(f.path)}>Inspect</button>
+                  <button type="button" disabled={!canLoad} onClick={() => void load(f.path, settingsNow())}>Load</button>
+                  {f.source === "library" && (
+                    <button type="button" className="icon" aria-label={`Delete ${f.name}`} title="Delete from the models folder"
+                      onClick={() => { if (window.confirm(`Delete ${f.name} from the models folder?`)) void remove(f.path); }}>✕</button>
+                  )}
                 </td>
               </tr>
             ))}
           </tbody>
         </table>
-        <form className="load-form" onSubmit={(e) => { e.preventDefault(); if (path.trim() && canLoad) void load(path.trim(), settings()); }}>
+        <form className="load-form" onSubmit={(e) => { e.preventDefault(); if (path.trim() && canLoad) void load(path.trim(), settingsNow()); }}>
+          <button type="button" onClick={() => void openFile()} data-testid="open-file">
+            {client.transportKind === "electron" ? "Open a file…" : "Browse…"}</button>
           <input value={path} onChange={(e) => setPath(e.target.value)} placeholder="/path/to/model.gguf" aria-label="GGUF path" />
-          <button type="button" disabled={!path.trim()} onClick={() => void inspect(path.trim())}>Inspect</button>
+          <button type="button" disabled={!path.trim()} onClick={() => inspectNow(path.trim())}>Inspect</button>
           <button type="submit" className="primary" disabled={!path.trim() || !canLoad}>Load GGUF</button>
         </form>
+        {browsing && browser && (
+          <FolderBrowser mode="file" onClose={() => { setBrowsing(false); closeBrowser(); }}
+            onPick={(p) => { setPath(p); setBrowsing(false); closeBrowser(); inspectNow(p); }} />
+        )}
       </section>
-      {summary && (
+      <section className="card" data-testid="get-models">
+        <h3>Get models from the Hugging Face Hub</h3>
+        <HubSearch />
+        <Downloads onLoad={(p) => void load(p, settingsNow())} />
+      </section>
+      <section className="card">
+        <h3>Load settings</h3>
+        <LoadSettings form={form} currentDevice={current ? currentDevice : null} errors={parsed.errors} fieldErrors={parsed.fieldErrors} onChange={setForm} />
+      </section>
+      {summary && plan && (
         <section className="card" data-testid="model-summary">
-          <h3>{summary.name}</h3>
+          <h3 tabIndex={-1} ref={summaryHeading}>{summary.name}</h3>
+          {summary.problems.length > 0 && (
+            <div className="banner error" role="alert" data-testid="model-problems">
+              This runtime cannot load it: {summary.problems.join("; ")}.{current ? ` Loading it would keep ${current.name}.` : ""}
+            </div>
+          )}
           <dl className="facts">
             <dt>Architecture</dt><dd>{summary.architecture}</dd>
             <dt>Parameters</dt><dd>{summary.parameterCount.toLocaleString()}</dd>
-            <dt>File</dt><dd>{formatBytes(summary.fileBytes)}</dd>
+            <dt>File</dt><dd>{formatBytes(summary.fileBytes)}{summary.shards > 1 ? ` in ${summary.shards} shards` : ""}</dd>
             <dt>Layers</dt><dd>{summary.layers} (embedding {summary.embeddingLength})</dd>
             <dt>Experts</dt><dd>{summary.experts}, {summary.expertsPerToken} per token</dd>
             <dt>Context</dt><dd>{summary.contextLength} tokens (trained)</dd>
@@ -105,20 +174,27 @@ export function ModelsView() {
             <dt>Tensor types</dt><dd>{Object.entries(summary.tensorTypes).map(([k, v]) => `${k}×${v}`).join(", ")}</dd>
           </dl>
           <h4>Memory estimate</h4>
-          <table className="memory">
-            <tbody>
-              <tr><td>Dense weights</td><td>{formatBytes(summary.memory.denseBytes)}</td></tr>
-              <tr><td>Experts</td><td>{formatBytes(summary.memory.expertBytes)}</td></tr>
-              <tr><td>KV cache ({summary.memory.contextSize} tokens, f16)</td><td>{formatBytes(summary.memory.kvCacheBytes)}</td></tr>
-              <tr className="total"><td>Total</td><td>{formatBytes(summary.memory.totalBytes)}</td></tr>
-            </tbody>
-          </table>
+          <MemoryPlanView plan={plan} />
           {summary.experts > 0 && form.device !== "cpu" && (
-            <GpuFitNote memory={summary.memory} budgetGiB={parsed.settings?.gpuBudgetGiB ?? null}
+            <GpuFitNote memory={{ ...summary.memory, kvCacheBytes: plan.kvCacheBytes, contextSize: plan.contextSize }} budgetGiB={parsed.settings?.gpuBudgetGiB ?? null}
               peers={parsed.settings?.gpuPeers ? { count: peerList(parsed.settings.gpuPeers).length, budgetGiB: parsed.settings.gpuPeerBudgetGiB ?? null } : null} />
+          )}
+          {summary.problems.length === 0 && (
+            <div className="toolbar summary-actions">
+              {plan.fitsRam
+                ? <button type="button" className="primary" disabled={!canLoad || current?.path === summary.path} onClick={() => void load(summary.path, settingsNow())}>Load this model</button>
+                : <button type="button" className="danger" disabled={!canLoad} onClick={() => void load(summary.path, settingsNow(), true)}
+                  title="The estimate exceeds the free RAM: the system may swap or stop the app">Load anyway</button>}
+            </div>
           )}
         </section>
       )}
     </div>
   );
+}
+
+function formatParams(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)} B`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} M`;
+  return n.toLocaleString("en-US");
 }

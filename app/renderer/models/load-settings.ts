@@ -29,11 +29,16 @@ export const emptyLoadSettingsForm: LoadSettingsForm = {
   gpuPeers: "", gpuPeerBudgetGiB: "",
 };
 
+/** The fields of the form that can be wrong. */
+export type LoadSettingsField = "threads" | "contextSize" | "cudaDevice" | "gpuBudgetGiB" | "gpuPeers" | "gpuPeerBudgetGiB";
+
 export interface ParsedLoadSettings {
   /** Absent when nothing differs from the defaults. */
   settings?: ModelLoadSettings;
   /** One plain sentence per field that cannot be sent. */
   errors: string[];
+  /** The same sentences by field, so each can be attached to its input (aria-describedby). */
+  fieldErrors: Partial<Record<LoadSettingsField, string>>;
 }
 
 /** The GPU-only fields apply unless the device is the CPU. */
@@ -61,47 +66,52 @@ export function peerList(text: string): string[] {
 export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
   const s: ModelLoadSettings = {};
   const errors: string[] = [];
+  const fieldErrors: ParsedLoadSettings["fieldErrors"] = {};
+  const fail = (field: LoadSettingsField, text: string) => {
+    errors.push(text);
+    fieldErrors[field] ??= text;
+  };
   const threads = form.threads.trim();
   if (threads) {
     const n = wholeNumber(threads, 1024);
-    if (n === null) errors.push("Threads must be a whole number from 0 to 1024 (0 = every physical core).");
+    if (n === null) fail("threads", "Threads must be a whole number from 0 to 1024 (0 = every physical core).");
     else s.threads = n;
   }
   const context = form.contextSize.trim();
   if (context) {
     const n = wholeNumber(context, 1 << 20);
-    if (n === null) errors.push("Context must be a whole number of tokens (0 = the model's default).");
+    if (n === null) fail("contextSize", "Context must be a whole number of tokens (0 = the model's default).");
     else s.contextSize = n;
   }
   if (form.kvCacheType) s.kvCacheType = form.kvCacheType;
   if (form.device === "cpu") s.gpu = "cpu";
   else if (form.device === "cuda") {
     const n = wholeNumber(form.cudaDevice.trim(), 99);
-    if (n === null) errors.push("CUDA device must be a device number from 0 to 99.");
+    if (n === null) fail("cudaDevice", "CUDA device must be a device number from 0 to 99.");
     else s.gpu = `cuda:${n}`;
   }
   if (gpuFieldsApply(form)) {
     const budget = form.gpuBudgetGiB.trim();
     if (budget) {
       const n = positiveGiB(budget);
-      if (n === null) errors.push("GPU memory budget must be a positive number of GiB (empty = free memory less 1 GiB).");
+      if (n === null) fail("gpuBudgetGiB", "GPU memory budget must be a positive number of GiB (empty = free memory less 1 GiB).");
       else s.gpuBudgetGiB = n;
     }
     if (form.expertsOnCpu) s.expertsOnCpu = true;
     const peers = peerList(form.gpuPeers);
     const check = checkGpuPeers(form.gpuPeers, s.gpu);
-    if (!check.ok && check.problem === "malformed") errors.push("Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none).");
-    else if (!check.ok && check.problem === "twice") errors.push(`Peer GPUs name ${check.entry} twice.`);
-    else if (!check.ok && check.problem === "primary") errors.push(`Peer GPUs cannot include ${check.entry}: it is the device the model loads on.`);
-    else if (!check.ok) errors.push("Peer GPUs need a GPU device.");
+    if (!check.ok && check.problem === "malformed") fail("gpuPeers", "Peer GPUs must be cuda:N entries separated by commas, e.g. cuda:1,cuda:2 (empty = none).");
+    else if (!check.ok && check.problem === "twice") fail("gpuPeers", `Peer GPUs name ${check.entry} twice.`);
+    else if (!check.ok && check.problem === "primary") fail("gpuPeers", `Peer GPUs cannot include ${check.entry}: it is the device the model loads on.`);
+    else if (!check.ok) fail("gpuPeers", "Peer GPUs need a GPU device.");
     else if (check.peers.length > 0) s.gpuPeers = check.peers.join(",");
     const peerBudget = form.gpuPeerBudgetGiB.trim();
     if (peerBudget) {
       const n = positiveGiB(peerBudget);
-      if (n === null) errors.push("Peer budget must be a positive number of GiB (empty = each peer's free memory less 1 GiB).");
-      else if (peers.length === 0) errors.push("Peer budget needs peer GPUs (or leave it empty).");
+      if (n === null) fail("gpuPeerBudgetGiB", "Peer budget must be a positive number of GiB (empty = each peer's free memory less 1 GiB).");
+      else if (peers.length === 0) fail("gpuPeerBudgetGiB", "Peer budget needs peer GPUs (or leave it empty).");
       else if (s.gpuPeers !== undefined) s.gpuPeerBudgetGiB = n;
     }
   }
-  return Object.keys(s).length > 0 ? { settings: s, errors } : { errors };
+  return Object.keys(s).length > 0 ? { settings: s, errors, fieldErrors } : { errors, fieldErrors };
 }

@@ -1,19 +1,34 @@
-// Chat: conversations, the selected one's messages, the reply in progress.
+// Chat: conversations, the selected one's active path, the reply in progress,
+// versions (‹ 1/2 ›), the summary that carries a full chat into a new one, and
+// import. The chat's generation settings and presets are chat-settings-slice.ts.
 import type { StateCreator } from "zustand";
 
 import type { ChatReplyEvent, Conversation, Message, SearchHit } from "../../shared/app-contract.js";
+import { withSettings } from "../../shared/chat-settings.js";
 import { client } from "../transport/index.js";
+import { createChatSettingsSlice, type ChatSettingsSlice } from "./chat-settings-slice.js";
 import type { AppState } from "./store.js";
+import { fileToBase64 } from "./upload.js";
 
-export interface ChatSlice {
+/** The summary a full chat is carried on with: written by the model, then edited by the user. */
+export interface SummaryDraft {
+  conversationId: string;
+  state: "running" | "ready" | "failed";
+  text: string;
+  error: string | null;
+}
+
+export interface ChatSlice extends ChatSettingsSlice {
   conversations: Conversation[];
   selectedId: string | null;
+  /** The selected conversation's active path. */
   messages: Message[];
   /** The selected conversation's reply: its message and queue position (null = running). */
   reply: { messageId: string; position: number | null } | null;
   query: string;
   hits: SearchHit[] | null;
   chatError: string | null;
+  chatSummary: SummaryDraft | null;
   loadConversations(): Promise<void>;
   selectConversation(id: string | null): Promise<void>;
   newConversation(): Promise<void>;
@@ -22,25 +37,42 @@ export interface ChatSlice {
   search(query: string): Promise<void>;
   send(content: string): Promise<boolean>;
   stop(): Promise<void>;
-  regenerate(): Promise<void>;
-  /** Edit-and-resend: the message gets `content`, later messages go, and a new reply starts. */
+  /** A new version of a reply (default: the last one on the path). */
+  regenerate(messageId?: string): Promise<void>;
+  /** Edit-and-resend: a new version of your message and a new reply to it. */
   editAndResend(messageId: string, content: string): Promise<boolean>;
-  updateSettings(systemPrompt: string, temperature: number): Promise<void>;
+  /** A new version of any message, written by hand (no reply). */
+  editMessage(messageId: string, content: string): Promise<boolean>;
+  /** Shows another version of a turn (and the newest branch under it). */
+  switchBranch(messageId: string): Promise<void>;
+  /** Asks the model for a summary of the selected chat. */
+  summarize(): Promise<void>;
+  editSummary(text: string): void;
+  closeSummary(): Promise<void>;
+  /** Starts a new chat with the selected one's settings, its system prompt carrying the summary. */
+  continueWithSummary(): Promise<void>;
+  importChat(file: File): Promise<void>;
   onReply(e: ChatReplyEvent): void;
   clearChatError(): void;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, get) => {
+/** The system prompt of a chat carried on from a summary. */
+export function carriedSystemPrompt(systemPrompt: string, summary: string): string {
+  const base = systemPrompt.trim();
+  return `${base ? base + "\n\n" : ""}Summary of the earlier conversation:\n${summary.trim()}`;
+}
+
+export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, get, api) => {
   // A reply's events travel apart from the call that started it and can
   // overtake its answer: deltas for a message the page does not show yet are
   // kept here, and a reply whose "done" came first is not marked running.
   const early = new Map<string, string>();
-  const finished = new Set<string>();
+  const finished = new Map<string, Message>();
   /** Shows a started reply: `kept` messages (without it), then `extra`, then the reply as far as it got. */
   const placeReply = (kept: Message[], extra: Message[], reply: Message) => {
-    const shown = get().messages.find((m) => m.id === reply.id);
+    const shown = get().messages.find((m) => m.id === reply.id) ?? finished.get(reply.id);
     const text = early.get(reply.id) ?? "";
     early.delete(reply.id);
     const ids = new Set([reply.id, ...extra.map((m) => m.id)]);
@@ -49,6 +81,12 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       reply: finished.has(reply.id) ? null : { messageId: reply.id, position: null },
     });
   };
+  /** The path before `messageId` (the message leaves the view with everything after it). */
+  const before = (messageId: string) => {
+    const messages = get().messages;
+    const at = messages.findIndex((m) => m.id === messageId);
+    return at < 0 ? messages : messages.slice(0, at);
+  };
   const guard = async (fn: () => Promise<void>) => {
     try {
       await fn();
@@ -56,7 +94,12 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       set({ chatError: message(err) });
     }
   };
+  /** Changes made in the settings form go with the chat before anything leaves it (a switch, a send). */
+  const settle = async () => {
+    if (!(await get().saveSettings())) throw new Error("the chat's settings have a bad value; fix or discard them first");
+  };
   return {
+    ...createChatSettingsSlice(set, get, api),
     conversations: [],
     selectedId: null,
     messages: [],
@@ -64,6 +107,7 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
     query: "",
     hits: null,
     chatError: null,
+    chatSummary: null,
     loadConversations: () => guard(async () => {
       const conversations = await client.chat.listConversations();
       set({ conversations });
@@ -73,7 +117,9 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       }
     }),
     selectConversation: (id) => guard(async () => {
-      set({ selectedId: id, messages: [], reply: null });
+      if (id !== get().selectedId && !(await get().leaveSettings())) return;
+      set({ selectedId: id, messages: [], reply: null, chatSummary: null });
+      get().resetSettingsDraft();
       if (id === null) return;
       const messages = await client.chat.messages({ conversationId: id });
       if (get().selectedId !== id) return;
@@ -81,6 +127,7 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       set({ messages, reply: streaming ? { messageId: streaming.id, position: null } : null });
     }),
     newConversation: () => guard(async () => {
+      if (!(await get().leaveSettings())) return;
       const c = await client.chat.createConversation({});
       set({ conversations: [c, ...get().conversations], query: "", hits: null });
       await get().selectConversation(c.id);
@@ -93,7 +140,11 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       await client.chat.deleteConversation({ id });
       const conversations = get().conversations.filter((c) => c.id !== id);
       set({ conversations });
-      if (get().selectedId === id) await get().selectConversation(conversations[0]?.id ?? null);
+      if (get().selectedId === id) {
+        get().resetSettingsDraft();
+        set({ selectedId: null });
+        await get().selectConversation(conversations[0]?.id ?? null);
+      }
     }),
     search: (query) => guard(async () => {
       set({ query });
@@ -112,6 +163,7 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
           set({ conversations: [c, ...get().conversations], selectedId: c.id, messages: [] });
           id = c.id;
         }
+        await settle();
         const r = await client.chat.send({ conversationId: id, content });
         if (get().selectedId === id) placeReply(get().messages, r.userMessage ? [r.userMessage] : [], r.assistantMessage);
         return true;
@@ -124,35 +176,83 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
       const id = get().selectedId;
       if (id !== null) await client.chat.stop({ conversationId: id });
     }),
-    regenerate: () => guard(async () => {
+    regenerate: (messageId) => guard(async () => {
       const id = get().selectedId;
       if (id === null) return;
-      const r = await client.chat.regenerate({ conversationId: id });
+      await settle();
+      const r = await client.chat.regenerate(messageId ? { conversationId: id, messageId } : { conversationId: id });
       if (get().selectedId !== id) return;
-      const messages = get().messages.filter((m) => m.id !== r.assistantMessage.id);
-      const kept = messages.at(-1)?.role === "assistant" ? messages.slice(0, -1) : messages;  // the reply it replaces
-      placeReply(kept, [], r.assistantMessage);
+      // The reply answers the message it follows: what came after that leaves the view (it stays on its branch).
+      const parent = r.assistantMessage.parentId;
+      const messages = get().messages;
+      const at = parent === null ? -1 : messages.findIndex((m) => m.id === parent);
+      placeReply(messages.slice(0, at + 1), [], r.assistantMessage);
     }),
     editAndResend: async (messageId, content) => {
       const id = get().selectedId;
       if (id === null) return false;
       try {
+        await settle();
         const r = await client.chat.editAndResend({ conversationId: id, messageId, content });
-        if (get().selectedId !== id) return true;
-        const messages = get().messages;
-        const at = messages.findIndex((m) => m.id === messageId);
-        placeReply(at < 0 ? messages : messages.slice(0, at), r.userMessage ? [r.userMessage] : [], r.assistantMessage);
+        if (get().selectedId === id) placeReply(before(messageId), r.userMessage ? [r.userMessage] : [], r.assistantMessage);
         return true;
       } catch (err) {
         set({ chatError: message(err) });
         return false;
       }
     },
-    updateSettings: (systemPrompt, temperature) => guard(async () => {
+    editMessage: async (messageId, content) => {
+      const id = get().selectedId;
+      if (id === null) return false;
+      try {
+        const version = await client.chat.editMessage({ conversationId: id, messageId, content });
+        if (get().selectedId === id) set({ messages: [...before(messageId), version] });
+        return true;
+      } catch (err) {
+        set({ chatError: message(err) });
+        return false;
+      }
+    },
+    switchBranch: (messageId) => guard(async () => {
       const id = get().selectedId;
       if (id === null) return;
-      const c = await client.chat.updateSettings({ id, systemPrompt, temperature });
-      set({ conversations: get().conversations.map((x) => (x.id === id ? c : x)) });
+      const messages = await client.chat.switchBranch({ conversationId: id, messageId });
+      if (get().selectedId === id) set({ messages });
+    }),
+    summarize: () => guard(async () => {
+      const id = get().selectedId;
+      if (id === null) return;
+      set({ chatSummary: { conversationId: id, state: "running", text: "", error: null } });
+      try {
+        const { summary } = await client.chat.summarize({ conversationId: id });
+        if (get().chatSummary?.conversationId === id) set({ chatSummary: { conversationId: id, state: "ready", text: summary, error: null } });
+      } catch (err) {
+        if (get().chatSummary?.conversationId === id) set({ chatSummary: { conversationId: id, state: "failed", text: "", error: message(err) } });
+      }
+    }),
+    editSummary: (text) => {
+      const s = get().chatSummary;
+      if (s) set({ chatSummary: { ...s, text } });
+    },
+    closeSummary: () => guard(async () => {
+      const s = get().chatSummary;
+      set({ chatSummary: null });
+      if (s?.state === "running") await client.chat.stop({ conversationId: s.conversationId });
+    }),
+    continueWithSummary: () => guard(async () => {
+      const s = get().chatSummary;
+      const from = get().conversations.find((c) => c.id === s?.conversationId);
+      if (!s || !from || s.text.trim() === "") return;
+      if (!(await get().leaveSettings())) return;
+      const settings = withSettings(from.settings, { systemPrompt: carriedSystemPrompt(from.settings.systemPrompt, s.text) });
+      const c = await client.chat.createConversation({ title: `${from.title} (continued)`, settings });
+      set({ conversations: [c, ...get().conversations], query: "", hits: null, chatSummary: null });
+      await get().selectConversation(c.id);
+    }),
+    importChat: (file) => guard(async () => {
+      const c = await client.chat.importConversation({ fileName: file.name, data: await fileToBase64(file) });
+      set({ conversations: [c, ...get().conversations.filter((x) => x.id !== c.id)], query: "", hits: null });
+      await get().selectConversation(c.id);
     }),
     onReply: (e) => {
       if (e.conversationId !== get().selectedId) {
@@ -178,10 +278,11 @@ export const createChatSlice: StateCreator<AppState, [], [], ChatSlice> = (set, 
         }
         case "done": {
           early.delete(e.messageId);
-          finished.add(e.messageId);
+          finished.set(e.messageId, e.message);
+          if (finished.size > 64) finished.delete(finished.keys().next().value!);
           const has = messages.some((m) => m.id === e.messageId);
           set({
-            messages: has ? messages.map((m) => (m.id === e.messageId ? e.message : m)) : [...messages, e.message],
+            messages: has ? messages.map((m) => (m.id === e.messageId ? e.message : m)) : messages,
             reply: get().reply?.messageId === e.messageId ? null : get().reply,
           });
           void client.chat.listConversations().then((conversations) => set({ conversations }), () => undefined);

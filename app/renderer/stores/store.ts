@@ -4,19 +4,18 @@ import { create } from "zustand";
 
 import { client } from "../transport/index.js";
 import { createChatSlice, type ChatSlice } from "./chat-slice.js";
+import { createHubSlice, type HubSlice } from "./hub-slice.js";
 import { createModelsSlice, type ModelsSlice } from "./models-slice.js";
 import { createNoticesSlice, type NoticesSlice } from "./notices-slice.js";
 import { createPackagesSlice, type PackagesSlice } from "./packages-slice.js";
 import { createProfileSlice, type ProfileSlice } from "./profile-slice.js";
+import { createServerSlice, type ServerSlice } from "./server-slice.js";
+import { createSettingsSlice, type SettingsSlice } from "./settings-slice.js";
+import { createUiSlice, type UiSlice } from "./ui-slice.js";
 
-export type View = "chat" | "models" | "packages" | "profile";
+export type { View } from "./route.js";
 
-interface UiSlice {
-  view: View;
-  setView(view: View): void;
-}
-
-export type AppState = ChatSlice & ModelsSlice & PackagesSlice & ProfileSlice & NoticesSlice & UiSlice;
+export type AppState = ChatSlice & ModelsSlice & PackagesSlice & ProfileSlice & NoticesSlice & UiSlice & SettingsSlice & HubSlice & ServerSlice;
 
 export const useApp = create<AppState>()((...a) => ({
   ...createChatSlice(...a),
@@ -24,8 +23,10 @@ export const useApp = create<AppState>()((...a) => ({
   ...createPackagesSlice(...a),
   ...createProfileSlice(...a),
   ...createNoticesSlice(...a),
-  view: "chat",
-  setView: (view) => a[0]({ view }),
+  ...createUiSlice(...a),
+  ...createSettingsSlice(...a),
+  ...createHubSlice(...a),
+  ...createServerSlice(...a),
 }));
 
 /** Wires the event streams into the store once; returns the unsubscribe function. */
@@ -46,6 +47,11 @@ export function connectEvents(): () => void {
     client.on("packages.changed", (e) => s().onPackagesChanged(e.packages)),
     client.on("profiles.changed", (e) => s().onProfilesChanged(e.recent)),
     client.on("notices.changed", (e) => s().onNoticesChanged(e.notices)),
+    client.on("models.changed", (e) => s().onModelsChanged(e.files)),
+    client.on("downloads.changed", (e) => s().onDownloads(e.downloads)),
+    client.on("settings.changed", (e) => s().onSettingsChanged(e)),
+    client.on("server.changed", (e) => s().onServerChanged(e)),
+    client.on("server.request", (e) => s().onServerRequest(e)),
   ];
   return () => offs.forEach((off) => off());
 }
