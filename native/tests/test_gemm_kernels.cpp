@@ -3,7 +3,9 @@
 //  * gemm tiles: every entry of every tile shape (rows 1..9 and 37, tokens
 //    1..9 and 13) equals the same table's vec_dot of that row and token bit
 //    for bit (the tiling never changes a result), and is within 1e-5 *
-//    sum |w_i a_i| of the cpu-generic vec_dot (the reference dot);
+//    sum |w_i a_i| of the cpu-generic vec_dot (the reference dot); the
+//    quantized types and F16 / BF16 (with F16 / BF16 activations, rows of
+//    any length: partial SIMD chunks included);
 //  * batches of >= 32 tokens (where cpu-avx512 uses the AMX tile unit for
 //    Q8_0 and Q4_K when it can): within 1e-5 * sum |w_i a_i| of cpu-generic
 //    for every table (bit-identical to vec_dot except on the AMX path);
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -44,6 +47,10 @@ std::vector<const CpuKernelTable*> tables() {
   if (cpu_kernels_avx512() && cpu_features().has_avx512_table_isa()) out.push_back(cpu_kernels_avx512());
   else std::printf("  (cpu-avx512 not available here)\n");
   std::printf("  (AMX tile unit %s)\n", cpu_amx_usable() ? "in use for cpu-avx512's Q8_0/Q4_K batches" : "not available");
+  const char* no_bf16 = std::getenv("GUILD_DISABLE_AVX512BF16");
+  std::printf("  (AVX512-BF16 %s)\n", !cpu_features().avx512bf16         ? "not available"
+                                      : no_bf16 && *no_bf16 && std::string(no_bf16) != "0" ? "turned off by GUILD_DISABLE_AVX512BF16"
+                                                                                           : "in use for cpu-avx512's BF16 tiles");
   return out;
 }
 
@@ -68,6 +75,8 @@ double abs_terms(TensorType wt, const uint8_t* w, TensorType at, const uint8_t* 
   if (at == TensorType::Q8_K) {
     const auto* b = reinterpret_cast<const BlockQ8_K*>(a);
     for (int64_t i = 0; i < n; ++i) af[i] = b[i / 256].d * b[i / 256].qs[i % 256];
+  } else if (at == TensorType::F16 || at == TensorType::BF16) {
+    gen().types[tid(at)].dequant_row(a, af.data(), n);
   } else {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(a);
     for (int64_t i = 0; i < n; ++i) af[i] = fp16_to_f32(b[i / 32].d) * b[i / 32].qs[i % 32];
@@ -81,15 +90,18 @@ double abs_terms(TensorType wt, const uint8_t* w, TensorType at, const uint8_t* 
 
 TEST(gemm_tiles_equal_vec_dot) {
   Rng rng(99);
-  const TensorType types[] = {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_0};
+  const TensorType types[] = {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::F16,
+                              TensorType::BF16};
   int tiles = 0, entries = 0;
   for (const CpuKernelTable* t : tables()) {
     for (TensorType wt : types) {
       const TypeKernels& k = t->types[tid(wt)];
       if (!k.gemm) continue;
       const TensorType at = k.vec_dot_type;
-      const std::vector<int64_t> sizes = wt == TensorType::Q8_0 ? std::vector<int64_t>{32, 96, 352, 1024}
-                                                                : std::vector<int64_t>{256, 768, 2048};
+      const bool half = wt == TensorType::F16 || wt == TensorType::BF16;
+      const std::vector<int64_t> sizes = half                     ? std::vector<int64_t>{1, 7, 16, 31, 33, 100, 1031}
+                                         : wt == TensorType::Q8_0 ? std::vector<int64_t>{32, 96, 352, 1024}
+                                                                  : std::vector<int64_t>{256, 768, 2048};
       for (int64_t n : sizes) {
         const size_t wb = row_bytes(wt, n), ab = row_bytes(at, n);
         const int max_rows = 37, max_act = 13;
@@ -143,7 +155,8 @@ TEST(gemm_batches_match_generic) {
   int entries = 0;
   for (const CpuKernelTable* t : tables()) {
     if (t == &gen()) continue;
-    for (TensorType wt : {TensorType::Q4_K, TensorType::Q8_0, TensorType::Q6_K, TensorType::Q5_K}) {
+    for (TensorType wt : {TensorType::Q4_K, TensorType::Q8_0, TensorType::Q6_K, TensorType::Q5_K, TensorType::F16,
+                          TensorType::BF16}) {
       const TypeKernels& k = t->types[tid(wt)];
       if (!k.gemm) continue;
       const TensorType at = k.vec_dot_type;

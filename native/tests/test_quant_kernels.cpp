@@ -15,7 +15,10 @@
 //    and only combined in float, so their sizes, not the size of their
 //    difference, bound the rounding. Q4_1/Q5_1 add the fp16 rounding of the
 //    Q8_1 block sums s, which llama.cpp uses for the min term:
-//    sum_b |m_b| * |s_b - d_b * sum q_b|. Float weights: (n/8 + 4) * u * B.
+//    sum_b |m_b| * |s_b - d_b * sum q_b|. Float weights: (n/8 + 4) * u * B,
+//    where F16 / BF16 weights meet activations already rounded to F16 / BF16
+//    (llama.cpp's pairing): the reference dots the rounded values, whose
+//    products are exact in float.
 //  * dot_f32: 1e-5 * sum|a_i b_i|; axpy (FMA in avx2, mul+add in generic):
 //    per element <= 2u * (|a x_i| + |y_i|).
 #include <algorithm>
@@ -207,12 +210,16 @@ bool same_bits(const float* a, const float* b, int64_t n, int64_t* first_diff) {
 
 // ---- activation rows -------------------------------------------------------------
 
-int act_block_elems(TensorType t) { return t == TensorType::Q8_K ? 256 : t == TensorType::F32 ? 1 : 32; }
+bool is_half(TensorType t) { return t == TensorType::F16 || t == TensorType::BF16; }
+int act_block_elems(TensorType t) {
+  return t == TensorType::Q8_K ? 256 : (t == TensorType::F32 || is_half(t)) ? 1 : 32;
+}
 size_t act_row_bytes(TensorType t, int64_t n) {
   switch (t) {
     case TensorType::Q8_0: return static_cast<size_t>(n / 32) * sizeof(BlockQ8_0);
     case TensorType::Q8_1: return static_cast<size_t>(n / 32) * sizeof(BlockQ8_1);
     case TensorType::Q8_K: return static_cast<size_t>(n / 256) * sizeof(BlockQ8_K);
+    case TensorType::F16: case TensorType::BF16: return static_cast<size_t>(n) * 2;
     default: return static_cast<size_t>(n) * 4;
   }
 }
@@ -237,6 +244,8 @@ std::vector<double> act_values(TensorType t, const void* row, int64_t n) {
         v[i] = static_cast<double>(b.d) * b.qs[i % 256];
         break;
       }
+      case TensorType::F16: v[i] = fp16_to_f32(static_cast<const uint16_t*>(row)[i]); break;
+      case TensorType::BF16: v[i] = bf16_to_f32(static_cast<const uint16_t*>(row)[i]); break;
       default: v[i] = static_cast<const float*>(row)[i];
     }
   }
@@ -264,8 +273,8 @@ TEST(tables_are_complete_and_consistent) {
     }
   }
   using T = TensorType;
-  // llama.cpp's CPU pairing (F16/BF16 deliberately with F32 activations).
-  const std::pair<T, T> pairs[] = {{T::F32, T::F32},   {T::F16, T::F32},   {T::BF16, T::F32},   {T::Q4_0, T::Q8_0},
+  // llama.cpp's CPU pairing (its type_traits_cpu vec_dot_type).
+  const std::pair<T, T> pairs[] = {{T::F32, T::F32},   {T::F16, T::F16},   {T::BF16, T::BF16},  {T::Q4_0, T::Q8_0},
                                    {T::Q4_1, T::Q8_1}, {T::Q5_0, T::Q8_0}, {T::Q5_1, T::Q8_1},  {T::Q8_0, T::Q8_0},
                                    {T::Q2_K, T::Q8_K}, {T::Q3_K, T::Q8_K}, {T::Q4_K, T::Q8_K},  {T::Q5_K, T::Q8_K},
                                    {T::Q6_K, T::Q8_K}, {T::IQ4_NL, T::Q8_0}, {T::IQ4_XS, T::Q8_K}, {T::MXFP4, T::Q8_0},
@@ -288,9 +297,10 @@ TEST(tables_are_complete_and_consistent) {
     CHECK(simd->dot_f32 && simd->axpy_f32 && simd->fp16_to_f32_row && simd->f32_to_fp16_row);
     CHECK(simd->attn_scores_f16 && simd->attn_scores_f32 && simd->attn_pv_f16 && simd->attn_pv_f32 && simd->softmax_exp &&
           simd->swiglu_f32);
-    for (T act : {T::F32, T::Q8_0, T::Q8_1, T::Q8_K}) CHECK(simd->quantize_act[tid(act)] != nullptr);
+    for (T act : {T::F32, T::F16, T::BF16, T::Q8_0, T::Q8_1, T::Q8_K}) CHECK(simd->quantize_act[tid(act)] != nullptr);
     // The tiled types (test_gemm_kernels checks the tiles themselves).
-    for (T w : {T::Q4_K, T::Q5_K, T::Q6_K, T::Q8_0}) CHECK_MSG(simd->types[tid(w)].gemm != nullptr, "%s: no tile for %u", simd->name, tid(w));
+    for (T w : {T::Q4_K, T::Q5_K, T::Q6_K, T::Q8_0, T::F16, T::BF16})
+      CHECK_MSG(simd->types[tid(w)].gemm != nullptr, "%s: no tile for %u", simd->name, tid(w));
   }
 }
 
@@ -814,6 +824,60 @@ TEST(quantizers_reference_rounding) {
   CHECK(qk.d == 0.0f && qk.qs[0] == 0 && qk.qs[255] == 0 && qk.bsums[15] == 0);
 }
 
+// F16 / BF16 activation rows (for F16 / BF16 weights) are the inputs rounded
+// to nearest even, as llama.cpp prepares them (F16C's cvtps2ph and
+// ggml_compute_fp32_to_bf16): checked against the definition (the nearest
+// representable value, ties to an even significand) and, for BF16, against
+// ggml's bit formula; every table's bytes equal cpu-generic's.
+TEST(half_activations_round_to_nearest_even) {
+  Rng rng(31);
+  std::vector<float> x;
+  for (int i = 0; i < 4000; ++i) x.push_back(fp32_from_bits(static_cast<uint32_t>(rng())));  // any bits
+  for (int i = 0; i < 4000; ++i) x.push_back(std::ldexp(uniform(rng, -1, 1), static_cast<int>(rng() % 60) - 40));
+  for (int i = 0; i < 1024; ++i) {  // exact ties of both formats, and their neighbours
+    const uint16_t hb = static_cast<uint16_t>(rng() % 0x7BFF);  // finite, below the largest half
+    const float tie16 = (fp16_to_f32(hb) + fp16_to_f32(static_cast<uint16_t>(hb + 1))) / 2;  // exact in float
+    for (float v : {tie16, std::nextafter(tie16, 0.0f), std::nextafter(tie16, 1e9f)}) x.push_back((i & 1) ? -v : v);
+    x.push_back(fp32_from_bits((static_cast<uint32_t>(rng()) & 0xFFFF0000u) | 0x8000u));  // bf16 tie
+  }
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f, 1e30f, std::ldexp(1.0f, -24),
+                  std::ldexp(1.0f, -25), std::ldexp(1.5f, -25), std::ldexp(1.0f, -130)})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> h(n), b(n);
+  gen().quantize_act[tid(TensorType::F16)](x.data(), h.data(), n);
+  gen().quantize_act[tid(TensorType::BF16)](x.data(), b.data(), n);
+  int bad16 = 0, bad_bf = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    const uint32_t u = fp32_to_bits(x[i]);
+    // BF16: ggml's formula.
+    const uint16_t want_bf = (u & 0x7FFFFFFFu) > 0x7F800000u ? static_cast<uint16_t>((u >> 16) | 64)
+                                                           : static_cast<uint16_t>((u + (0x7FFFu + ((u >> 16) & 1))) >> 16);
+    bad_bf += b[i] != want_bf;
+    // F16: NaN stays NaN; beyond the largest half (+ half an ulp) -> inf; else the nearest, ties to even.
+    const float got = fp16_to_f32(h[i]);
+    if (std::isnan(x[i])) { bad16 += !std::isnan(got); continue; }
+    if (std::fabs(v) >= 65520.0) { bad16 += !(std::isinf(got) && std::signbit(got) == std::signbit(x[i])); continue; }
+    const double lo = fp16_to_f32(static_cast<uint16_t>(h[i] & 0x7FFF) == 0 ? h[i] : h[i] - 1);
+    const double hi = fp16_to_f32(static_cast<uint16_t>(h[i] + 1));
+    const double err = std::fabs(v - got);
+    const bool nearest = err <= std::fabs(v - lo) && (std::isinf(hi) || err <= std::fabs(v - hi));
+    const bool tie = err == std::fabs(v - lo) || (!std::isinf(hi) && err == std::fabs(v - hi));
+    bad16 += !nearest || (tie && (h[i] & 1) && err != 0) || (got == 0 && std::signbit(got) != std::signbit(x[i]));
+  }
+  CHECK_MSG(bad16 == 0, "%d of %lld F16 roundings wrong", bad16, (long long)n);
+  CHECK_MSG(bad_bf == 0, "%d of %lld BF16 roundings wrong", bad_bf, (long long)n);
+  for (const CpuKernelTable* simd : simd_tables()) {
+    for (TensorType t : {TensorType::F16, TensorType::BF16}) {
+      std::vector<uint16_t> s2(n + 1, 0x5555), ref(n + 1, 0x5555);
+      gen().quantize_act[tid(t)](x.data(), ref.data(), n);
+      simd->quantize_act[tid(t)](x.data(), s2.data(), n);
+      CHECK_MSG(s2 == ref, "%s: %s activations differ from cpu-generic", simd->name, t == TensorType::F16 ? "F16" : "BF16");
+    }
+  }
+}
+
 TEST(quantizers_round_trip) {
   Rng rng(99);
   for (int rep = 0; rep < 50; ++rep) {
@@ -921,7 +985,8 @@ TEST(simd_quantizers_identical_bytes) {
     }
     if (rep % 13 == 4)
       for (int64_t i = 0; i < n; i += 3) x[i] = std::ldexp(x[i], -130);  // subnormals
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K, TensorType::F32}) {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K, TensorType::F32, TensorType::F16,
+                         TensorType::BF16}) {
       std::vector<uint8_t> a(act_row_bytes(t, n), 0xAB), b(act_row_bytes(t, n), 0xCD);
       gen().quantize_act[tid(t)](x.data(), a.data(), n);
       avx2->quantize_act[tid(t)](x.data(), b.data(), n);

@@ -39,9 +39,11 @@ using AttnPvF32Fn = void (*)(int n_keys, int head_dim, const float* v, int64_t s
 
 struct TypeKernels {
   DequantRowFn dequant_row = nullptr;  // null: type not supported
-  // Activation type that vec_dot expects (e.g. Q8_0 for Q4_0/Q8_0, Q8_K for
-  // K-quants, F32 for F32/F16/BF16 weights). Matches llama.cpp's choice so
-  // quantized logits agree with the reference.
+  // Activation type that vec_dot and gemm expect (e.g. Q8_0 for Q4_0/Q8_0,
+  // Q8_K for K-quants, F32 for F32, F16 for F16 and BF16 for BF16 weights).
+  // Matches llama.cpp's choice so logits agree with the reference. Callers
+  // always read it from the row (never assume it), so a row and its
+  // activation type are one unit: quantize_act[vec_dot_type] prepares them.
   TensorType vec_dot_type = TensorType::F32;
   VecDotFn vec_dot = nullptr;
   GemmFn gemm = nullptr;  // null: callers loop over vec_dot
@@ -50,7 +52,8 @@ struct TypeKernels {
 struct CpuKernelTable {
   const char* name = "";  // "cpu-generic", "cpu-avx2", ...
   TypeKernels types[kTensorTypeIdLimit];
-  // Activation quantizers, indexed by the activation type id (F32 = copy).
+  // Activation quantizers, indexed by the activation type id (F32 = copy;
+  // F16 / BF16 round to nearest even).
   QuantizeRowFn quantize_act[kTensorTypeIdLimit] = {};
 
   // Float helpers used by the runners' elementwise ops (vectorized per table).

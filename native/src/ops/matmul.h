@@ -1,6 +1,7 @@
 // Quantized matrix products: y = x · Wᵀ for a weight matrix W of n_out rows
 // of n_in elements, in any tensor type that has a kernel row. Activations are
-// first converted to the weight type's vec_dot_type (Q8_0, Q8_K or F32) once,
+// first converted to the weight type's vec_dot_type (Q8_0, Q8_1, Q8_K, F16,
+// BF16 or F32, as llama.cpp's CPU backend pairs them) once,
 // then every weight row is read once per call and dotted with every token.
 #pragma once
 #include <cstddef>

@@ -37,6 +37,7 @@ namespace {
 #include "iq_grid_avx2.inc"
 #include "ternary_avx2.inc"
 #include "gemm_avx2.inc"
+#include "half_avx2.inc"
 
 constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
                         GemmFn gemm = nullptr) {
@@ -52,8 +53,8 @@ constexpr CpuKernelTable make_avx2_table() {
   t.name = "cpu-avx2";
   using T = TensorType;
   set_type(t, T::F32, dq_f32, T::F32, vd_f32);
-  set_type(t, T::F16, dq_f16, T::F32, vd_f16);
-  set_type(t, T::BF16, dq_bf16, T::F32, vd_bf16);
+  set_type(t, T::F16, dq_f16, T::F16, tile_vec_dot_avx2<F16TileAvx2, 1>, tile_gemm_avx2<F16TileAvx2, 1, 1, 2>);
+  set_type(t, T::BF16, dq_bf16, T::BF16, tile_vec_dot_avx2<BF16TileAvx2, 1>, tile_gemm_avx2<BF16TileAvx2, 1, 1, 2>);
   set_type(t, T::Q4_0, dq_q4_0, T::Q8_0, vd_q4_0);
   set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
   set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
@@ -82,6 +83,8 @@ constexpr CpuKernelTable make_avx2_table() {
   set_type(t, T::TQ2_0, dq_tq2_0, T::Q8_K, vd_tq2_0);
 
   t.quantize_act[static_cast<uint32_t>(T::F32)] = quant_f32;
+  t.quantize_act[static_cast<uint32_t>(T::F16)] = quant_f16;
+  t.quantize_act[static_cast<uint32_t>(T::BF16)] = quant_bf16;
   t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = quant_q8_0;
   t.quantize_act[static_cast<uint32_t>(T::Q8_1)] = quant_q8_1;
   t.quantize_act[static_cast<uint32_t>(T::Q8_K)] = quant_q8_k;

@@ -3,14 +3,17 @@
 // -ffp-contract=off, see native/CMakeLists.txt). Its Q8_0 and Q4_K products
 // of 32+ activation rows run on the AMX tile unit where cpu_amx_usable()
 // (gemm_amx.inc); nothing else uses AMX, and without it those products run
-// on the 512-bit tiles.
+// on the 512-bit tiles. Likewise its BF16 dots use AVX512-BF16 (vdpbf16ps,
+// compiled per function with a target attribute) only where cpuid reports
+// it (half_avx512.inc), else 512-bit widening and FMA.
 //
 // ODR safety: as kernels_avx2.cpp. Everything here lives in an anonymous
 // namespace except cpu_kernels_avx512(); the AVX2 fragments are pasted in
 // again (so this table's dequantizers, quantizers and remaining dots are
 // the AVX2 ones recompiled here, with internal linkage), then the 512-bit
 // fragments. The included headers contribute only static inline functions,
-// constexpr data, intrinsics and declarations (cpu_amx_usable() is declared
+// constexpr data, intrinsics and declarations (<cpuid.h>: static inline
+// functions only; cpu_amx_usable() is declared
 // here rather than through core/cpu_features.h, which has inline members and
 // <string>); the table is a compile-time
 // constant; the per-thread AMX state is a trivially constructible
@@ -19,8 +22,9 @@
 //
 // Numerics: dequantizers and activation quantizers are the AVX2 ones (bit-
 // identical to cpu-generic); Q4_K/Q5_K/Q6_K/Q8_0 dots and tiles are 512-bit
-// with VNNI (exact integer parts, float rounding of the block sums only), and
-// the attention/exp kernels are 16-lane versions of the AVX2 ones.
+// with VNNI (exact integer parts, float rounding of the block sums only),
+// F16/BF16 tiles 16-lane (exact products, float sums), and the
+// attention/exp kernels are 16-lane versions of the AVX2 ones.
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
     !defined(__AVX512VNNI__) || !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || \
     !defined(__AMX_TILE__) || !defined(__AMX_INT8__)
@@ -35,6 +39,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,9 +63,11 @@ namespace {
 #include "../avx2/iq_grid_avx2.inc"
 #include "../avx2/ternary_avx2.inc"
 #include "../avx2/gemm_avx2.inc"
+#include "../avx2/half_avx2.inc"
 #include "gemm_avx512.inc"
 #include "gemm_amx.inc"
 #include "iq_grid_avx512.inc"
+#include "half_avx512.inc"
 
 constexpr void set_type(CpuKernelTable& t, TensorType type, DequantRowFn dq, TensorType act, VecDotFn dot,
                         GemmFn gemm = nullptr) {
@@ -76,8 +83,8 @@ constexpr CpuKernelTable make_avx512_table() {
   t.name = "cpu-avx512";
   using T = TensorType;
   set_type(t, T::F32, dq_f32, T::F32, vd_f32);
-  set_type(t, T::F16, dq_f16, T::F32, vd_f16);
-  set_type(t, T::BF16, dq_bf16, T::F32, vd_bf16);
+  set_type(t, T::F16, dq_f16, T::F16, tile_vec_dot_avx2<F16Tile512, 1>, tile_gemm_avx2<F16Tile512, 1, 1, 4>);
+  set_type(t, T::BF16, dq_bf16, T::BF16, vd_bf16_512, gemm_bf16_512);
   set_type(t, T::Q4_0, dq_q4_0, T::Q8_0, vd_q4_0);
   set_type(t, T::Q4_1, dq_q4_1, T::Q8_1, vd_q4_1);
   set_type(t, T::Q5_0, dq_q5_0, T::Q8_0, vd_q5_0);
@@ -102,6 +109,8 @@ constexpr CpuKernelTable make_avx512_table() {
   set_type(t, T::TQ2_0, dq_tq2_0, T::Q8_K, vd_tq2_0);
 
   t.quantize_act[static_cast<uint32_t>(T::F32)] = quant_f32;
+  t.quantize_act[static_cast<uint32_t>(T::F16)] = quant_f16;
+  t.quantize_act[static_cast<uint32_t>(T::BF16)] = quant_bf16;
   t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = quant_q8_0;
   t.quantize_act[static_cast<uint32_t>(T::Q8_1)] = quant_q8_1;
   t.quantize_act[static_cast<uint32_t>(T::Q8_K)] = quant_q8_k;

@@ -1,8 +1,11 @@
 // Reference float kernels: F32/F16/BF16 rows (dequantize = exact widening),
-// their dot products with F32 activations (F32 accumulation), and the float
-// helpers of the table. Dots use 8 interleaved partial sums (element i goes
-// to partial i % 8), combined pairwise at the end; this is deterministic and
-// lets the compiler vectorize without changing results.
+// their dot products, and the float helpers of the table. As in llama.cpp's
+// CPU backend, F32 rows take F32 activations and F16 / BF16 rows activations
+// rounded to F16 / BF16 (quantize_act.cpp); the product of two halves (11-bit
+// significands) or two bfloat16s (8-bit) is exact in float, so the only
+// roundings are those of the F32 sums. Dots use 8 interleaved partial sums
+// (element i goes to partial i % 8), combined pairwise at the end; this is
+// deterministic and lets the compiler vectorize without changing results.
 #include <cmath>
 #include <cstring>
 
@@ -13,13 +16,14 @@ namespace guild::cpu_generic {
 
 namespace {
 
-template <typename Load>
-float dot8(int64_t n, const float* b, Load load) {
+// sum_i product(i), i < n.
+template <typename Product>
+float dot8(int64_t n, Product product) {
   float p[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) p[k] += load(i + k) * b[i + k];
-  for (int k = 0; i < n; ++i, ++k) p[k] += load(i) * b[i];
+    for (int k = 0; k < 8; ++k) p[k] += product(i + k);
+  for (int k = 0; i < n; ++i, ++k) p[k] += product(i);
   return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
@@ -44,16 +48,18 @@ float vec_dot_f32(int64_t n, const void* w, const void* a) {
 
 float vec_dot_f16(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const uint16_t*>(w);
-  return dot8(n, static_cast<const float*>(a), [x](int64_t i) { return fp16_to_f32(x[i]); });
+  const auto* y = static_cast<const uint16_t*>(a);
+  return dot8(n, [x, y](int64_t i) { return fp16_to_f32(x[i]) * fp16_to_f32(y[i]); });
 }
 
 float vec_dot_bf16(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const uint16_t*>(w);
-  return dot8(n, static_cast<const float*>(a), [x](int64_t i) { return bf16_to_f32(x[i]); });
+  const auto* y = static_cast<const uint16_t*>(a);
+  return dot8(n, [x, y](int64_t i) { return bf16_to_f32(x[i]) * bf16_to_f32(y[i]); });
 }
 
 float dot_f32(int64_t n, const float* a, const float* b) {
-  return dot8(n, b, [a](int64_t i) { return a[i]; });
+  return dot8(n, [a, b](int64_t i) { return a[i] * b[i]; });
 }
 
 void axpy_f32(int64_t n, float a, const float* x, float* y) {
@@ -79,7 +85,7 @@ void scores(int n_keys, int head_dim, const Elem* k, int64_t stride, const float
     const float* qv = q_rows[q];
     for (int j = 0; j < n_keys; ++j) {
       const Elem* kj = k + j * stride;
-      s_rows[q][j] = dot8(head_dim, qv, [kj, &to_f32](int64_t i) { return to_f32(kj[i]); }) * scale;
+      s_rows[q][j] = dot8(head_dim, [kj, qv, &to_f32](int64_t i) { return to_f32(kj[i]) * qv[i]; }) * scale;
     }
   }
 }

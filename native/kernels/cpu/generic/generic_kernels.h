@@ -37,14 +37,16 @@ void dequant_tq2_0(const void* src, float* dst, int64_t n);
 
 // ---- activation quantizers
 void quantize_f32(const float* src, void* dst, int64_t n);  // copy
+void quantize_f16(const float* src, void* dst, int64_t n);   // round to nearest even
+void quantize_bf16(const float* src, void* dst, int64_t n);  // round to nearest even
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
 
 // ---- dot(weight row, activation row)
 float vec_dot_f32(int64_t n, const void* w, const void* a);   // F32 . F32
-float vec_dot_f16(int64_t n, const void* w, const void* a);   // F16 . F32
-float vec_dot_bf16(int64_t n, const void* w, const void* a);  // BF16 . F32
+float vec_dot_f16(int64_t n, const void* w, const void* a);   // F16 . F16
+float vec_dot_bf16(int64_t n, const void* w, const void* a);  // BF16 . BF16
 float vec_dot_q4_0(int64_t n, const void* w, const void* a);  // . Q8_0
 float vec_dot_q4_1(int64_t n, const void* w, const void* a);  // . Q8_1
 float vec_dot_q5_0(int64_t n, const void* w, const void* a);  // . Q8_0

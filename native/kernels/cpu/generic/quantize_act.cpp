@@ -1,5 +1,8 @@
 // Reference activation quantizers, byte-identical to what llama.cpp's x86 CPU
 // backend (which produced our reference fixtures) computes:
+//  * F16 / BF16: round to nearest even (BF16 keeps subnormals and quiets NaNs
+//    as ggml does; F16 NaNs become the canonical quiet NaN, where F16C keeps
+//    payload bits -- activations are never NaN in a working model);
 //  * Q8_0 / Q8_1: d = amax / 127, id = 127 / amax, q = round-half-even(x * id)
 //    (ggml's generic *_ref uses id = 1/d and roundf; the x86 path does not,
 //    and matching it keeps quantized logits closest to the reference);
@@ -19,6 +22,18 @@ namespace guild::cpu_generic {
 
 void quantize_f32(const float* src, void* dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+// F16 / BF16 activations (for F16 / BF16 weights): round to nearest even,
+// like ggml_cpu_fp32_to_fp16 (F16C) and ggml_cpu_fp32_to_bf16.
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_fp16(src[i]);
+}
+
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(src[i]);
 }
 
 namespace {

@@ -21,8 +21,8 @@ constexpr CpuKernelTable make_generic_table() {
   t.name = "cpu-generic";
   using T = TensorType;
   set_type(t, T::F32, g::dequant_f32, T::F32, g::vec_dot_f32);
-  set_type(t, T::F16, g::dequant_f16, T::F32, g::vec_dot_f16);
-  set_type(t, T::BF16, g::dequant_bf16, T::F32, g::vec_dot_bf16);
+  set_type(t, T::F16, g::dequant_f16, T::F16, g::vec_dot_f16);
+  set_type(t, T::BF16, g::dequant_bf16, T::BF16, g::vec_dot_bf16);
   set_type(t, T::Q4_0, g::dequant_q4_0, T::Q8_0, g::vec_dot_q4_0);
   set_type(t, T::Q4_1, g::dequant_q4_1, T::Q8_1, g::vec_dot_q4_1);
   set_type(t, T::Q5_0, g::dequant_q5_0, T::Q8_0, g::vec_dot_q5_0);
@@ -47,6 +47,8 @@ constexpr CpuKernelTable make_generic_table() {
   set_type(t, T::TQ2_0, g::dequant_tq2_0, T::Q8_K, g::vec_dot_tq2_0);
 
   t.quantize_act[static_cast<uint32_t>(T::F32)] = g::quantize_f32;
+  t.quantize_act[static_cast<uint32_t>(T::F16)] = g::quantize_f16;
+  t.quantize_act[static_cast<uint32_t>(T::BF16)] = g::quantize_bf16;
   t.quantize_act[static_cast<uint32_t>(T::Q8_0)] = g::quantize_q8_0;
   t.quantize_act[static_cast<uint32_t>(T::Q8_1)] = g::quantize_q8_1;
   t.quantize_act[static_cast<uint32_t>(T::Q8_K)] = g::quantize_q8_k;
