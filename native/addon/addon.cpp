@@ -41,6 +41,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Model", model);
   exports.Set("Session", session);
   exports.Set("loadModel", Napi::Function::New<LoadModel>(env, "loadModel"));
+  exports.Set("checkModel", Napi::Function::New<CheckModel>(env, "checkModel"));
   exports.Set("inspect", Napi::Function::New<Inspect>(env, "inspect"));
   exports.Set("abiVersion", Napi::Function::New<AbiVersion>(env, "abiVersion"));
   exports.Set("leases", Napi::Function::New<Leases>(env, "leases"));

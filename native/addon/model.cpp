@@ -45,11 +45,12 @@ void DeliverProgress(Napi::Env env, Napi::Function fn, LoadState& state) {
   }
 }
 
-class LoadModelWorker : public PromiseWorker {
+// The options object of loadModel and checkModel: read (and checked) on the
+// JS thread, turned into guild_load_params on the worker thread. One reader,
+// so that a check is asked exactly what the load will be.
+class LoadOptionsArg {
  public:
-  LoadModelWorker(Napi::Env env, std::string path) : PromiseWorker(env, "guild:loadModel"), path_(std::move(path)) {}
-
-  void Configure(const Napi::Object& options, const Napi::Value& on_progress, const Napi::Value& signal) {
+  void Read(Napi::Env env, const Napi::Object& options) {
     Napi::Value threads = options.Get("threads");
     if (!threads.IsUndefined()) n_threads_ = ArgInt32(threads, "options.threads", 0, 4096);
     Napi::Value ctx = options.Get("contextSize");
@@ -65,7 +66,7 @@ class LoadModelWorker : public PromiseWorker {
     Napi::Value packages_dir = options.Get("packagesDir");
     if (!packages_dir.IsUndefined() && !packages_dir.IsNull()) {
       packages_dir_ = ArgString(packages_dir, "options.packagesDir");
-      if (packages_dir_.empty()) throw Napi::TypeError::New(Env(), "options.packagesDir must not be empty");
+      if (packages_dir_.empty()) throw Napi::TypeError::New(env, "options.packagesDir must not be empty");
       has_packages_dir_ = true;
     }
     // GPU use (docs/CUDA.md): "auto" | "cpu" | "cuda:N"; a device memory budget in bytes;
@@ -74,19 +75,19 @@ class LoadModelWorker : public PromiseWorker {
     if (!gpu.IsUndefined() && !gpu.IsNull()) {
       gpu_ = ArgString(gpu, "options.gpu");
       if (gpu_ != "auto" && gpu_ != "cpu" && gpu_.rfind("cuda:", 0) != 0)
-        throw Napi::TypeError::New(Env(), "options.gpu must be \"auto\", \"cpu\" or \"cuda:N\"");
+        throw Napi::TypeError::New(env, "options.gpu must be \"auto\", \"cpu\" or \"cuda:N\"");
       has_gpu_ = true;
     }
     Napi::Value budget = options.Get("gpuBudgetBytes");
     if (!budget.IsUndefined() && !budget.IsNull()) {
-      if (!budget.IsNumber()) throw Napi::TypeError::New(Env(), "options.gpuBudgetBytes must be a number");
+      if (!budget.IsNumber()) throw Napi::TypeError::New(env, "options.gpuBudgetBytes must be a number");
       gpu_budget_ = budget.As<Napi::Number>().DoubleValue();
       if (!(gpu_budget_ > 0) || gpu_budget_ > 1e15)
-        throw Napi::RangeError::New(Env(), "options.gpuBudgetBytes must be a positive number of bytes");
+        throw Napi::RangeError::New(env, "options.gpuBudgetBytes must be a positive number of bytes");
     }
     Napi::Value experts_cpu = options.Get("expertsOnCpu");
     if (!experts_cpu.IsUndefined() && !experts_cpu.IsNull()) {
-      if (!experts_cpu.IsBoolean()) throw Napi::TypeError::New(Env(), "options.expertsOnCpu must be a boolean");
+      if (!experts_cpu.IsBoolean()) throw Napi::TypeError::New(env, "options.expertsOnCpu must be a boolean");
       experts_on_cpu_ = experts_cpu.As<Napi::Boolean>().Value();
     }
     // Peer GPUs of a hybrid model: "cuda:N" entries separated by commas ("" = none), and the
@@ -98,20 +99,67 @@ class LoadModelWorker : public PromiseWorker {
         size_t comma = gpu_peers_.find(',', at);
         if (comma == std::string::npos) comma = gpu_peers_.size();
         if (gpu_peers_.compare(at, 5, "cuda:") != 0 || comma - at <= 5)
-          throw Napi::TypeError::New(Env(), "options.gpuPeers must be \"cuda:N\" entries separated by commas");
+          throw Napi::TypeError::New(env, "options.gpuPeers must be \"cuda:N\" entries separated by commas");
         at = comma + 1;
         if (at == gpu_peers_.size())  // a trailing comma
-          throw Napi::TypeError::New(Env(), "options.gpuPeers must be \"cuda:N\" entries separated by commas");
+          throw Napi::TypeError::New(env, "options.gpuPeers must be \"cuda:N\" entries separated by commas");
       }
       has_gpu_peers_ = true;
     }
     Napi::Value peer_budget = options.Get("gpuPeerBudgetBytes");
     if (!peer_budget.IsUndefined() && !peer_budget.IsNull()) {
-      if (!peer_budget.IsNumber()) throw Napi::TypeError::New(Env(), "options.gpuPeerBudgetBytes must be a number");
+      if (!peer_budget.IsNumber()) throw Napi::TypeError::New(env, "options.gpuPeerBudgetBytes must be a number");
       gpu_peer_budget_ = peer_budget.As<Napi::Number>().DoubleValue();
       if (!(gpu_peer_budget_ > 0) || gpu_peer_budget_ > 1e15)
-        throw Napi::RangeError::New(Env(), "options.gpuPeerBudgetBytes must be a positive number of bytes");
+        throw Napi::RangeError::New(env, "options.gpuPeerBudgetBytes must be a positive number of bytes");
     }
+    // Tokenizer only (guild tokenize / detokenize, vocab-only GGUF files).
+    Napi::Value vocab_only = options.Get("vocabOnly");
+    if (!vocab_only.IsUndefined() && !vocab_only.IsNull()) {
+      if (!vocab_only.IsBoolean()) throw Napi::TypeError::New(env, "options.vocabOnly must be a boolean");
+      vocab_only_ = vocab_only.As<Napi::Boolean>().Value();
+    }
+  }
+
+  // Pointers into this object: valid while it lives.
+  guild_load_params Params() const {
+    guild_load_params params = guild_load_params_default();
+    if (n_threads_ >= 0) params.n_threads = n_threads_;
+    if (n_ctx_ >= 0) params.n_ctx = n_ctx_;
+    if (has_kv_type_) params.kv_type = kv_type_.c_str();
+    if (has_packages_dir_) params.packages_dir = packages_dir_.c_str();
+    if (has_gpu_) params.gpu = gpu_.c_str();
+    params.gpu_budget_bytes = gpu_budget_;
+    params.experts_on_cpu = experts_on_cpu_ ? 1 : 0;
+    if (has_gpu_peers_) params.gpu_peers = gpu_peers_.c_str();
+    params.gpu_peer_budget_bytes = gpu_peer_budget_;
+    params.vocab_only = vocab_only_ ? 1 : 0;
+    return params;
+  }
+
+ private:
+  int32_t n_threads_ = -1;
+  int32_t n_ctx_ = -1;
+  std::string kv_type_;
+  bool has_kv_type_ = false;
+  std::string packages_dir_;
+  bool has_packages_dir_ = false;
+  std::string gpu_;
+  bool has_gpu_ = false;
+  double gpu_budget_ = 0;  // <= 0: the C ABI default (free memory less 1 GiB)
+  bool experts_on_cpu_ = false;
+  std::string gpu_peers_;
+  bool has_gpu_peers_ = false;
+  double gpu_peer_budget_ = 0;  // <= 0: the C ABI default (each peer's free memory less 1 GiB)
+  bool vocab_only_ = false;
+};
+
+class LoadModelWorker : public PromiseWorker {
+ public:
+  LoadModelWorker(Napi::Env env, std::string path) : PromiseWorker(env, "guild:loadModel"), path_(std::move(path)) {}
+
+  void Configure(const Napi::Object& options, const Napi::Value& on_progress, const Napi::Value& signal) {
+    options_.Read(Env(), options);
     bool want_progress = !on_progress.IsUndefined() && !on_progress.IsNull();
     if (want_progress && !on_progress.IsFunction()) throw Napi::TypeError::New(Env(), "onProgress must be a function");
     auto state = state_;
@@ -130,16 +178,7 @@ class LoadModelWorker : public PromiseWorker {
       Fail("model load was aborted", GUILD_ERR_CANCELLED);
       return;
     }
-    guild_load_params params = guild_load_params_default();
-    if (n_threads_ >= 0) params.n_threads = n_threads_;
-    if (n_ctx_ >= 0) params.n_ctx = n_ctx_;
-    if (has_kv_type_) params.kv_type = kv_type_.c_str();
-    if (has_packages_dir_) params.packages_dir = packages_dir_.c_str();
-    if (has_gpu_) params.gpu = gpu_.c_str();
-    params.gpu_budget_bytes = gpu_budget_;
-    params.experts_on_cpu = experts_on_cpu_ ? 1 : 0;
-    if (has_gpu_peers_) params.gpu_peers = gpu_peers_.c_str();
-    params.gpu_peer_budget_bytes = gpu_peer_budget_;
+    guild_load_params params = options_.Params();
     params.progress = &LoadModelWorker::OnProgress;
     params.progress_user = this;
 
@@ -212,25 +251,43 @@ class LoadModelWorker : public PromiseWorker {
   }
 
   std::string path_;
-  int32_t n_threads_ = -1;
-  int32_t n_ctx_ = -1;
-  std::string kv_type_;
-  bool has_kv_type_ = false;
-  std::string packages_dir_;
-  bool has_packages_dir_ = false;
-  std::string gpu_;
-  bool has_gpu_ = false;
-  double gpu_budget_ = 0;  // <= 0: the C ABI default (free memory less 1 GiB)
-  bool experts_on_cpu_ = false;
-  std::string gpu_peers_;
-  bool has_gpu_peers_ = false;
-  double gpu_peer_budget_ = 0;  // <= 0: the C ABI default (each peer's free memory less 1 GiB)
+  LoadOptionsArg options_;
   std::shared_ptr<LoadState> state_ = std::make_shared<LoadState>();
   Napi::FunctionReference on_progress_;
   Napi::ThreadSafeFunction progress_;
   bool has_progress_ = false;
   AbortListener abort_;
   ModelPtr model_;
+};
+
+// checkModel: guild_model_check off the JS thread; resolves with its JSON
+// verdict (a refusal is a verdict, not a rejection).
+class CheckModelWorker : public PromiseWorker {
+ public:
+  CheckModelWorker(Napi::Env env, std::string path) : PromiseWorker(env, "guild:checkModel"), path_(std::move(path)) {}
+  void Configure(const Napi::Object& options) { options_.Read(Env(), options); }
+
+ protected:
+  void Run() override {
+    const guild_load_params params = options_.Params();
+    char* json = nullptr;
+    char* error = nullptr;
+    const guild_status status = guild_model_check(path_.c_str(), &params, &json, &error);
+    std::string message = TakeString(error);
+    if (status != GUILD_OK || json == nullptr) {
+      TakeString(json);
+      Fail(message.empty() ? path_ + ": the pre-flight check failed" : message, status == GUILD_OK ? GUILD_ERR_INTERNAL : status);
+      return;
+    }
+    json_ = TakeString(json);
+  }
+
+  Napi::Value Result(Napi::Env env) override { return Napi::String::New(env, json_); }
+
+ private:
+  std::string path_;
+  LoadOptionsArg options_;
+  std::string json_;
 };
 
 class CreateSessionWorker : public PromiseWorker {
@@ -446,15 +503,39 @@ Napi::Value AddonModel::Dispose(const Napi::CallbackInfo& info) {
 
 // ---- loadModel -----------------------------------------------------------------------
 
-Napi::Value LoadModel(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  std::string path = ArgString(info[0], "path");
+// The model path argument of loadModel / checkModel: a non-empty string without NUL.
+static std::string ModelPathArg(Napi::Env env, const Napi::Value& value) {
+  std::string path = ArgString(value, "path");
   if (path.empty()) throw Napi::TypeError::New(env, "path must not be empty");
   if (path.find('\0') != std::string::npos) throw Napi::TypeError::New(env, "path must not contain NUL");
+  return path;
+}
+
+Napi::Value LoadModel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string path = ModelPathArg(env, info[0]);
   Napi::Object options = ArgOptions(info[1], "options");
   auto* worker = new LoadModelWorker(env, path);
   try {
     worker->Configure(options, info[2], info[3]);
+  } catch (...) {
+    delete worker;  // never queued
+    throw;
+  }
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+// ---- checkModel ----------------------------------------------------------------------
+
+Napi::Value CheckModel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string path = ModelPathArg(env, info[0]);
+  Napi::Object options = ArgOptions(info[1], "options");
+  auto* worker = new CheckModelWorker(env, path);
+  try {
+    worker->Configure(options);
   } catch (...) {
     delete worker;  // never queued
     throw;

@@ -1,5 +1,6 @@
 // The JS `Model` object: a loaded guild_model plus its tokenizer, and the
-// workers that load a model and create sessions from it.
+// workers that load a model, check whether one would load, and create
+// sessions from it.
 #pragma once
 
 #include <napi.h>
@@ -40,9 +41,15 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
 };
 
 // loadModel(path, options?, onProgress?, signal?) -> Promise<Model>
-//   options: {threads?, contextSize?, kvType?, packagesDir?}; packagesDir is
+//   options: {threads?, contextSize?, kvType?, packagesDir?, gpu?, ..., vocabOnly?};
+//   vocabOnly opens the tokenizer only (no weights, no kernel packages); packagesDir is
 //   the user's kernel packages directory (default $GUILD_PACKAGES_DIR, else
 //   the user data dir); the bundled packages are searched too.
 Napi::Value LoadModel(const Napi::CallbackInfo& info);
+
+// checkModel(path, options?) -> Promise<string>: the pre-flight check
+//   (guild_model_check) with loadModel's options; resolves with its JSON verdict
+//   ("guild.load-check/1": ok, or the load's error and stage, plus the estimate).
+Napi::Value CheckModel(const Napi::CallbackInfo& info);
 
 }  // namespace guild_addon

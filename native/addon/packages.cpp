@@ -13,6 +13,7 @@ struct OpResult {
   guild_status status = GUILD_OK;
   std::string error;
   std::string name;
+  std::string path;  // reset-state: where the state file was set aside
   std::string json;
   bool is_list = false;
 };
@@ -31,6 +32,7 @@ class PackageWorker : public PromiseWorker {
     o.Set("status", guild_status_name(result_.status));
     if (result_.status != GUILD_OK) o.Set("error", result_.error.empty() ? std::string(guild_status_name(result_.status)) : result_.error);
     if (!result_.name.empty()) o.Set("name", result_.name);
+    if (!result_.path.empty()) o.Set("path", result_.path);
     return o;
   }
 
@@ -121,6 +123,18 @@ Napi::Value Pin(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value ResetState(const Napi::CallbackInfo& info) {
+  std::string dir = DirArg(info[0]);
+  return Queue(info.Env(), [dir]() {
+    char* error = nullptr;
+    char* moved_to = nullptr;
+    const guild_status st = guild_packages_reset_state(DirPtr(dir), &moved_to, &error);
+    OpResult r = FromStatus(st, error);
+    r.path = TakeString(moved_to);
+    return r;
+  });
+}
+
 Napi::Value Pack(const Napi::CallbackInfo& info) {
   std::string pkg_dir = CheckedString(info[0], "packageDir", false);
   std::string out = CheckedString(info[1], "outFile", false);
@@ -142,6 +156,7 @@ void RegisterPackages(Napi::Env env, Napi::Object exports) {
   exports.Set("packageInstall", Napi::Function::New<Install>(env, "packageInstall"));
   exports.Set("packagePin", Napi::Function::New<Pin>(env, "packagePin"));
   exports.Set("packagePack", Napi::Function::New<Pack>(env, "packagePack"));
+  exports.Set("packagesResetState", Napi::Function::New<ResetState>(env, "packagesResetState"));
 }
 
 }  // namespace guild_addon

@@ -6,6 +6,7 @@
 //   packageEnable(dir?, name) / packageDisable(dir?, name) / packageUninstall(dir?, name)
 //   packageInstall(dir?, file) -> Promise<{status, error?, name?}>
 //   packagePin(dir?, model, name, version?) / packagePack(packageDir, outFile)
+//   packagesResetState(dir?) -> Promise<{status, error?, path?}>  (path: where state.json was set aside)
 #pragma once
 
 #include <napi.h>

@@ -52,6 +52,19 @@ auto guarded(char** error, Fn&& fn, decltype(fn()) on_fail) -> decltype(fn()) {
   return on_fail;
 }
 
+guild_status status_of(guild::GenerateError kind) {
+  switch (kind) {
+    case guild::GenerateError::ContextFull: return GUILD_ERR_CONTEXT_FULL;
+    case guild::GenerateError::QueueFull: return GUILD_ERR_QUEUE_FULL;
+    case guild::GenerateError::NotReady: return GUILD_ERR_NOT_READY;
+    case guild::GenerateError::Device: return GUILD_ERR_DEVICE;
+    case guild::GenerateError::ModelChanged: return GUILD_ERR_IO;  // the file can no longer be read as loaded
+    case guild::GenerateError::None: return GUILD_ERR_CANCELLED;   // eval: cancelled while queued
+    case guild::GenerateError::InvalidArgument: break;
+  }
+  return GUILD_ERR_INVALID_ARGUMENT;
+}
+
 }  // namespace
 
 extern "C" {
@@ -87,46 +100,63 @@ guild_load_params guild_load_params_default(void) {
   return p;
 }
 
+}  // extern "C"
+
+namespace {
+
+// guild_load_params -> LoadOptions, shared by guild_model_load and
+// guild_model_check (so a check sees exactly what the load would). False and
+// *error for a malformed field.
+bool load_options_from(const guild_load_params* params, guild::LoadOptions* opt, std::string* error) {
+  if (!params) return true;
+  if (params->struct_size < sizeof(uint32_t)) { *error = "guild_load_params.struct_size is not set"; return false; }
+  if (params->n_threads < 0 || params->n_threads > 1024) { *error = "n_threads out of range"; return false; }
+  if (params->n_ctx < 0) { *error = "n_ctx out of range"; return false; }
+  opt->n_threads = params->n_threads;
+  opt->n_ctx = params->n_ctx;
+  if (params->kv_type && std::strcmp(params->kv_type, "f32") == 0) opt->kv_type = guild::KvType::F32;
+  else if (params->kv_type && std::strcmp(params->kv_type, "f16") != 0) {
+    *error = std::string("unknown kv_type '") + params->kv_type + "' (expected f16 or f32)";
+    return false;
+  }
+  if (params->struct_size >= offsetof(guild_load_params, packages_dir) + sizeof(params->packages_dir) &&
+      params->packages_dir)
+    opt->packages_dir = params->packages_dir;
+  if (params->struct_size >= offsetof(guild_load_params, experts_on_cpu) + sizeof(params->experts_on_cpu)) {
+    if (params->gpu) opt->gpu = params->gpu;
+    if (params->gpu_budget_bytes > 0) opt->gpu_budget_bytes = static_cast<int64_t>(params->gpu_budget_bytes);
+    opt->experts_on_cpu = params->experts_on_cpu != 0;
+  }
+  if (params->struct_size >= offsetof(guild_load_params, gpu_peer_budget_bytes) + sizeof(params->gpu_peer_budget_bytes)) {
+    if (params->gpu_peers) opt->gpu_peers = params->gpu_peers;
+    const double peer_budget = params->gpu_peer_budget_bytes;
+    if (std::isnan(peer_budget) || peer_budget > 9.0e18) {
+      *error = "gpu_peer_budget_bytes out of range";
+      return false;
+    }
+    if (peer_budget > 0) opt->gpu_peer_budget_bytes = static_cast<int64_t>(peer_budget);
+  }
+  if (params->struct_size >= offsetof(guild_load_params, vocab_only) + sizeof(params->vocab_only))
+    opt->vocab_only = params->vocab_only != 0;
+  if (params->progress) {
+    auto cb = params->progress;
+    void* user = params->progress_user;
+    opt->progress = [cb, user](const char* stage, double f) { return cb(stage, f, user) == 0; };
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
 guild_model* guild_model_load(const char* path, const guild_load_params* params, char** error) {
   if (error) *error = nullptr;
   if (!path) { set_error(error, "model path is null"); return nullptr; }
   return guarded(error, [&]() -> guild_model* {
     guild::LoadOptions opt;
-    if (params) {
-      if (params->struct_size < sizeof(uint32_t)) { set_error(error, "guild_load_params.struct_size is not set"); return nullptr; }
-      if (params->n_threads < 0 || params->n_threads > 1024) { set_error(error, "n_threads out of range"); return nullptr; }
-      if (params->n_ctx < 0) { set_error(error, "n_ctx out of range"); return nullptr; }
-      opt.n_threads = params->n_threads;
-      opt.n_ctx = params->n_ctx;
-      if (params->kv_type && std::strcmp(params->kv_type, "f32") == 0) opt.kv_type = guild::KvType::F32;
-      else if (params->kv_type && std::strcmp(params->kv_type, "f16") != 0) {
-        set_error(error, std::string("unknown kv_type '") + params->kv_type + "' (expected f16 or f32)");
-        return nullptr;
-      }
-      if (params->struct_size >= offsetof(guild_load_params, packages_dir) + sizeof(params->packages_dir) &&
-          params->packages_dir)
-        opt.packages_dir = params->packages_dir;
-      if (params->struct_size >= offsetof(guild_load_params, experts_on_cpu) + sizeof(params->experts_on_cpu)) {
-        if (params->gpu) opt.gpu = params->gpu;
-        if (params->gpu_budget_bytes > 0) opt.gpu_budget_bytes = static_cast<int64_t>(params->gpu_budget_bytes);
-        opt.experts_on_cpu = params->experts_on_cpu != 0;
-      }
-      if (params->struct_size >= offsetof(guild_load_params, gpu_peer_budget_bytes) + sizeof(params->gpu_peer_budget_bytes)) {
-        if (params->gpu_peers) opt.gpu_peers = params->gpu_peers;
-        const double peer_budget = params->gpu_peer_budget_bytes;
-        if (std::isnan(peer_budget) || peer_budget > 9.0e18) {
-          set_error(error, "gpu_peer_budget_bytes out of range");
-          return nullptr;
-        }
-        if (peer_budget > 0) opt.gpu_peer_budget_bytes = static_cast<int64_t>(peer_budget);
-      }
-      if (params->progress) {
-        auto cb = params->progress;
-        void* user = params->progress_user;
-        opt.progress = [cb, user](const char* stage, double f) { return cb(stage, f, user) == 0; };
-      }
-    }
     std::string err;
+    if (!load_options_from(params, &opt, &err)) { set_error(error, err); return nullptr; }
     guild::LoadErrorKind kind;
     auto model = guild::GuildModel::load(path, opt, &err, &kind);
     if (!model) { set_error(error, err); return nullptr; }
@@ -134,6 +164,23 @@ guild_model* guild_model_load(const char* path, const guild_load_params* params,
     out->impl = std::move(model);
     return out;
   }, nullptr);
+}
+
+guild_status guild_model_check(const char* path, const guild_load_params* params, char** result_json, char** error) {
+  if (error) *error = nullptr;
+  if (result_json) *result_json = nullptr;
+  if (!path) { set_error(error, "model path is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  if (!result_json) { set_error(error, "result_json is null"); return GUILD_ERR_INVALID_ARGUMENT; }
+  return guarded(error, [&]() -> guild_status {
+    guild::LoadOptions opt;
+    std::string err;
+    if (!load_options_from(params, &opt, &err)) { set_error(error, err); return GUILD_ERR_INVALID_ARGUMENT; }
+    const guild::LoadCheck check = guild::GuildModel::check(path, opt);
+    char* json = dup_string(guild::json::serialize(check.to_json()));
+    if (!json) { set_error(error, "out of memory"); return GUILD_ERR_OUT_OF_MEMORY; }
+    *result_json = json;
+    return GUILD_OK;
+  }, GUILD_ERR_INTERNAL);
 }
 
 void guild_model_free(guild_model* model) { delete model; }
@@ -156,8 +203,10 @@ char* guild_model_info_json(const guild_model* model) {
     v.set("n_expert", hp.n_expert);
     v.set("n_expert_used", hp.n_expert_used);
     v.set("weight_bytes", static_cast<int64_t>(m.weight_bytes()));
-    v.set("kernels", m.kernels().name);
-    v.set("n_threads", m.pool().size());
+    v.set("vocab_only", m.vocab_only());
+    // A vocab-only model has no kernels and no pool.
+    v.set("kernels", m.vocab_only() ? guild::json::Value() : guild::json::Value(m.kernels().name));
+    v.set("n_threads", m.vocab_only() ? 0 : m.pool().size());
     return dup_string(guild::json::serialize(v));
   }, nullptr);
 }
@@ -265,9 +314,11 @@ guild_status guild_eval(guild_session* session, const int32_t* tokens, int32_t n
   }
   return guarded(error, [&]() -> guild_status {
     std::string err;
-    if (!session->impl->eval(std::span<const int32_t>(tokens, static_cast<size_t>(n_tokens)), all_rows != 0, logits, &err)) {
+    guild::GenerateError kind = guild::GenerateError::None;
+    if (!session->impl->eval(std::span<const int32_t>(tokens, static_cast<size_t>(n_tokens)), all_rows != 0, logits, &err,
+                             &kind)) {
       set_error(error, err);
-      return err.rfind("context full", 0) == 0 ? GUILD_ERR_CONTEXT_FULL : GUILD_ERR_INVALID_ARGUMENT;
+      return status_of(kind);
     }
     return GUILD_OK;
   }, GUILD_ERR_INTERNAL);
@@ -348,13 +399,7 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
     }
     if (r.stop == guild::StopReason::Error) {
       set_error(error, r.error);
-      switch (r.error_kind) {
-        case guild::GenerateError::ContextFull: return GUILD_ERR_CONTEXT_FULL;
-        case guild::GenerateError::QueueFull: return GUILD_ERR_QUEUE_FULL;
-        case guild::GenerateError::NotReady: return GUILD_ERR_NOT_READY;
-        case guild::GenerateError::Device: return GUILD_ERR_DEVICE;
-        default: return GUILD_ERR_INVALID_ARGUMENT;
-      }
+      return status_of(r.error_kind);
     }
     return GUILD_OK;
   }, GUILD_ERR_INTERNAL);
@@ -468,6 +513,16 @@ guild_status guild_package_pin(const char* dir, const char* model, const char* n
   return package_op(error, [&](std::string* e) {
     return guild::packages::PackageStore(package_dir_arg(dir)).pin(model, name, version ? version : "", e);
   });
+}
+
+guild_status guild_packages_reset_state(const char* dir, char** moved_to, char** error) {
+  if (moved_to) *moved_to = nullptr;
+  std::string aside;
+  const guild_status st = package_op(error, [&](std::string* e) {
+    return guild::packages::PackageStore(package_dir_arg(dir)).reset_state(&aside, e);
+  });
+  if (st == GUILD_OK && moved_to && !aside.empty()) *moved_to = dup_string(aside);
+  return st;
 }
 
 guild_status guild_package_pack(const char* package_dir, const char* out_file, char** error) {

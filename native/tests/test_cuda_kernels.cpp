@@ -37,11 +37,14 @@
 #include "core/thread_pool.h"
 #include "cuda/cuda_decoder.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/f16_fallback.h"
+#include "cuda/weight_layout.h"
 #include "ops/attention.h"
 #include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "runtime/kv_cache.h"
+#include "runtime/model.h"
 
 using namespace guild;
 namespace gc = guild::cuda;
@@ -144,13 +147,33 @@ uint16_t rand_h(float lo, float hi, bool sign) {
 }
 
 struct TypeCase { TensorType type; const char* name; };
+// Every type the CPU runs (docs/QUANT_TYPES.md): each has its own CUDA kernels.
 const TypeCase kTypes[] = {
-    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
-    {TensorType::Q4_0, "q4_0"}, {TensorType::Q5_0, "q5_0"}, {TensorType::Q8_0, "q8_0"},
-    {TensorType::Q4_K, "q4_K"}, {TensorType::Q5_K, "q5_K"}, {TensorType::Q6_K, "q6_K"},
+    {TensorType::F32, "f32"},         {TensorType::F16, "f16"},         {TensorType::BF16, "bf16"},
+    {TensorType::Q4_0, "q4_0"},       {TensorType::Q4_1, "q4_1"},       {TensorType::Q5_0, "q5_0"},
+    {TensorType::Q5_1, "q5_1"},       {TensorType::Q8_0, "q8_0"},       {TensorType::IQ4_NL, "iq4_nl"},
+    {TensorType::MXFP4, "mxfp4"},     {TensorType::Q2_K, "q2_K"},       {TensorType::Q3_K, "q3_K"},
+    {TensorType::Q4_K, "q4_K"},       {TensorType::Q5_K, "q5_K"},       {TensorType::Q6_K, "q6_K"},
+    {TensorType::IQ4_XS, "iq4_xs"},   {TensorType::IQ2_XXS, "iq2_xxs"}, {TensorType::IQ2_XS, "iq2_xs"},
+    {TensorType::IQ2_S, "iq2_s"},     {TensorType::IQ3_XXS, "iq3_xxs"}, {TensorType::IQ3_S, "iq3_s"},
+    {TensorType::IQ1_S, "iq1_s"},     {TensorType::IQ1_M, "iq1_m"},     {TensorType::TQ1_0, "tq1_0"},
+    {TensorType::TQ2_0, "tq2_0"},
 };
 
 bool is_float(TensorType t) { return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16; }
+// 256-element super-blocks (K-quants, IQ4_XS, the grid and ternary types): rows are multiples of 256.
+bool super_block(TensorType t) { return tensor_type_info(t).block_elems == 256; }
+
+// IQ1_M stores its fp16 super-scale in the top nibbles of the four u16 words
+// of scales (iq1m_super_scale): nibble k of h into word k.
+void set_iq1m_super_scale(BlockIQ1_M* b, uint16_t h) {
+  for (int k = 0; k < 4; ++k) {
+    uint16_t w;
+    std::memcpy(&w, b->scales + 2 * k, 2);
+    w = static_cast<uint16_t>((w & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+    std::memcpy(b->scales + 2 * k, &w, 2);
+  }
+}
 
 // rows x n_in weights of type t: host rows of row_bytes, their float values.
 struct HostMatrix {
@@ -192,6 +215,34 @@ HostMatrix random_matrix(TensorType t, int64_t n_in, int64_t rows) {
         reinterpret_cast<BlockQ5_K*>(p)->dmin = rand_h(1e-4f, 1e-3f, false);
         break;
       case TensorType::Q6_K: reinterpret_cast<BlockQ6_K*>(p)->d = rand_h(1e-5f, 1e-4f, true); break;
+      // The other bytes (quants, grid indices, signs, packed scales) are valid
+      // whatever their value: every index field is exactly as wide as its
+      // table. Only the scales are drawn so that values stay O(0.01..1).
+      case TensorType::Q4_1:
+        reinterpret_cast<BlockQ4_1*>(p)->d = rand_h(1e-3f, 2e-2f, false);
+        reinterpret_cast<BlockQ4_1*>(p)->m = rand_h(5e-3f, 0.15f, true);
+        break;
+      case TensorType::Q5_1:
+        reinterpret_cast<BlockQ5_1*>(p)->d = rand_h(5e-4f, 1e-2f, false);
+        reinterpret_cast<BlockQ5_1*>(p)->m = rand_h(5e-3f, 0.15f, true);
+        break;
+      case TensorType::IQ4_NL: reinterpret_cast<BlockIQ4_NL*>(p)->d = rand_h(1e-4f, 2e-3f, true); break;
+      case TensorType::MXFP4: reinterpret_cast<BlockMXFP4*>(p)->e = static_cast<uint8_t>(118 + rng()() % 8); break;
+      case TensorType::Q2_K:
+        reinterpret_cast<BlockQ2_K*>(p)->d = rand_h(1e-3f, 1e-2f, false);
+        reinterpret_cast<BlockQ2_K*>(p)->dmin = rand_h(1e-3f, 1e-2f, false);
+        break;
+      case TensorType::Q3_K: reinterpret_cast<BlockQ3_K*>(p)->d = rand_h(1e-4f, 1e-3f, true); break;
+      case TensorType::IQ4_XS: reinterpret_cast<BlockIQ4_XS*>(p)->d = rand_h(1e-5f, 1e-4f, true); break;
+      case TensorType::IQ2_XXS: reinterpret_cast<BlockIQ2_XXS*>(p)->d = rand_h(1e-3f, 1e-2f, true); break;
+      case TensorType::IQ2_XS: reinterpret_cast<BlockIQ2_XS*>(p)->d = rand_h(1e-3f, 1e-2f, true); break;
+      case TensorType::IQ2_S: reinterpret_cast<BlockIQ2_S*>(p)->d = rand_h(1e-3f, 1e-2f, true); break;
+      case TensorType::IQ3_XXS: reinterpret_cast<BlockIQ3_XXS*>(p)->d = rand_h(1e-3f, 5e-3f, true); break;
+      case TensorType::IQ3_S: reinterpret_cast<BlockIQ3_S*>(p)->d = rand_h(1e-4f, 2e-3f, true); break;
+      case TensorType::IQ1_S: reinterpret_cast<BlockIQ1_S*>(p)->d = rand_h(1e-3f, 3e-2f, true); break;
+      case TensorType::IQ1_M: set_iq1m_super_scale(reinterpret_cast<BlockIQ1_M*>(p), rand_h(1e-3f, 3e-2f, true)); break;
+      case TensorType::TQ1_0: reinterpret_cast<BlockTQ1_0*>(p)->d = rand_h(1e-3f, 2e-2f, true); break;
+      case TensorType::TQ2_0: reinterpret_cast<BlockTQ2_0*>(p)->d = rand_h(1e-3f, 2e-2f, true); break;
       default: break;
     }
   }
@@ -299,13 +350,150 @@ constexpr double kQuantKernelTol = 1e-3;
 
 struct Shape { int64_t n_in, n_out; };
 std::vector<Shape> shapes_for(TensorType t) {
-  if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K) return {{256, 1}, {512, 37}, {2304, 300}};
+  if (super_block(t)) return {{256, 1}, {512, 37}, {2304, 300}};
   if (t == TensorType::F32) return {{40, 5}, {100, 37}, {800, 300}};
   if (t == TensorType::F16 || t == TensorType::BF16) return {{36, 5}, {96, 37}, {800, 300}};  // 36: tail path
   return {{32, 1}, {96, 37}, {800, 300}};
 }
 
+// A one-layer dense model of host tensors (matrices of `type`), for plan().
+struct TinyModel {
+  TinyModel(const TinyModel&) = delete;
+  ModelHparams hp;
+  ModelWeights w;
+  std::vector<HostMatrix> mats;
+  std::vector<std::vector<float>> vecs;
+  explicit TinyModel(TensorType type) {
+    hp.arch = "llama";
+    hp.n_layer = 1;
+    hp.n_embd = 256;
+    hp.n_head = 4;
+    hp.n_head_kv = 2;
+    hp.head_dim_k = hp.head_dim_v = 64;
+    hp.n_vocab = 64;
+    hp.n_ff = 512;
+    hp.rope.n_rot = 64;
+    mats.reserve(9);
+    vecs.reserve(3);
+    auto mat = [&](int64_t n_in, int64_t n_out) {
+      mats.push_back(random_matrix(type, n_in, n_out));
+      const HostMatrix& h = mats.back();
+      QMatrix m;
+      m.data = h.bytes.data();
+      m.type = static_cast<uint32_t>(type);
+      m.n_in = n_in;
+      m.n_out = n_out;
+      m.row_bytes = h.row_bytes;
+      return m;
+    };
+    auto vec = [&]() {
+      vecs.push_back(randn(256));
+      return vecs.back().data();
+    };
+    w.token_embd = mat(256, 64);
+    w.output = mat(256, 64);
+    w.output_norm = vec();
+    LayerWeights l;
+    l.attn_norm = vec();
+    l.ffn_norm = vec();
+    l.wq = mat(256, 256);
+    l.wk = mat(256, 128);
+    l.wv = mat(256, 128);
+    l.wo = mat(256, 256);
+    l.ffn_gate = mat(256, 512);
+    l.ffn_up = mat(256, 512);
+    l.ffn_down = mat(512, 256);
+    w.layers.push_back(l);
+  }
+};
+
 }  // namespace
+
+// ---- the F16 upload fallback (no GPU needed for these two) -----------------------------------
+
+// Every type's F16 upload rows (cuda/f16_fallback.h): each value the CPU's
+// dequantizer gives, rounded to fp16, and the row padding zero. A type
+// without a CPU dequantizer (Q8_K, an activation type) is refused.
+TEST(f16_upload_fallback_matches_cpu_dequant) {
+  for (const TypeCase& tc : kTypes) {
+    const int64_t n_in = super_block(tc.type) ? 512 : 96, rows = 7;
+    const uint32_t type = static_cast<uint32_t>(tc.type);
+    HostMatrix w = random_matrix(tc.type, n_in, rows);
+    const size_t stride = (static_cast<size_t>(n_in) * 2 + 15) / 16 * 16 + 16;
+    std::vector<uint8_t> out(stride * rows, 0xAB);
+    std::vector<float> scratch(static_cast<size_t>(n_in));
+    CHECK_MSG(gc::f16_fallback_available(type), "%s: no F16 fallback", tc.name);
+    CHECK(gc::dequant_rows_f16(type, w.bytes.data(), w.row_bytes, n_in, rows, out.data(), stride, scratch.data()));
+    int bad = 0, bad_pad = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = out.data() + r * stride;
+      for (int64_t i = 0; i < n_in; ++i) {
+        uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        bad += h != f32_to_fp16(w.deq[r * n_in + i]);
+      }
+      for (size_t b = static_cast<size_t>(n_in) * 2; b < stride; ++b) bad_pad += row[b] != 0;
+    }
+    CHECK_MSG(bad == 0 && bad_pad == 0, "F16 upload %s: %d values, %d padding bytes differ", tc.name, bad, bad_pad);
+  }
+  const uint32_t q8k = static_cast<uint32_t>(TensorType::Q8_K);
+  std::vector<uint8_t> blk(292), out(512);
+  std::vector<float> scratch(256);
+  CHECK(!gc::f16_fallback_available(q8k));
+  CHECK(!gc::dequant_rows_f16(q8k, blk.data(), 292, 256, 1, out.data(), 512, scratch.data()));
+}
+
+// The memory plan of a tensor that takes the fallback: an F16 copy (n_in
+// halves per row, 16-byte padded) in the weight arena, the kernels told F16;
+// the vectors and unforced types unchanged. A type neither the kernels nor
+// the CPU handle fails the plan with the tensor's name.
+TEST(plan_sizes_the_f16_upload) {
+  TinyModel tm(TensorType::Q4_K);
+  gc::CudaDecoderOptions o;
+  o.n_ctx = 64;
+  o.max_tokens = 8;
+  std::string err;
+  gc::Layout native, forced;
+  REQUIRE(gc::plan(tm.hp, tm.w, o, &native, &err));
+  gc::UploadPolicy policy;
+  policy.force_f16_types = uint64_t{1} << static_cast<uint32_t>(TensorType::Q4_K);
+  REQUIRE(gc::plan(tm.hp, tm.w, o, &forced, &err, policy));
+  CHECK(native.f16_uploads == 0);
+  CHECK_MSG(forced.f16_uploads == 9, "%d tensors took the fallback, want the 9 matrices", forced.f16_uploads);
+  REQUIRE(native.uploads.size() == forced.uploads.size());
+  size_t f16_bytes = 0, native_bytes = 0;
+  for (size_t i = 0; i < forced.uploads.size(); ++i) {
+    const gc::Upload& n = native.uploads[i];
+    const gc::Upload& f = forced.uploads[i];
+    CHECK(n.src == f.src && n.rows == f.rows && n.row_bytes == f.row_bytes);
+    if (n.n_in == 0) {  // a norm vector: as it is
+      CHECK(!f.to_f16 && f.stride == n.stride);
+      continue;
+    }
+    CHECK(!n.to_f16 && n.dev_type == static_cast<uint32_t>(TensorType::Q4_K) && n.stride == (n.row_bytes + 15) / 16 * 16);
+    CHECK(f.to_f16 && f.src_type == static_cast<uint32_t>(TensorType::Q4_K) &&
+          f.dev_type == static_cast<uint32_t>(TensorType::F16));
+    CHECK_MSG(f.stride == (static_cast<size_t>(f.n_in) * 2 + 15) / 16 * 16, "F16 stride %zu for %lld elements", f.stride,
+              (long long)f.n_in);
+    CHECK(i == 0 || f.offset >= forced.uploads[i - 1].offset + forced.uploads[i - 1].bytes());
+    f16_bytes += f.bytes();
+    native_bytes += n.bytes();
+  }
+  CHECK(forced.weight_bytes >= f16_bytes && f16_bytes > native_bytes);
+  CHECK_MSG(forced.weight_bytes > native.weight_bytes, "weights %zu with F16 copies, %zu as stored",
+            forced.weight_bytes, native.weight_bytes);
+
+  // Q8_K (an activation type: no kernel, no CPU dequantizer) in one tensor.
+  TinyModel bad(TensorType::Q4_K);
+  std::vector<uint8_t> q8k(292 * 256);
+  bad.w.layers[0].wq.data = q8k.data();
+  bad.w.layers[0].wq.type = static_cast<uint32_t>(TensorType::Q8_K);
+  bad.w.layers[0].wq.row_bytes = 292;
+  gc::Layout none;
+  CHECK(!gc::plan(bad.hp, bad.w, o, &none, &err));
+  CHECK_MSG(err.find("blk.0.attn_q") != std::string::npos && err.find("no CUDA kernel and no CPU dequantizer") != std::string::npos,
+            "error: %s", err.c_str());
+}
 
 TEST(device_present) {
   need_gpu();
@@ -411,7 +599,8 @@ TEST(gemv_all_types) {
 // the same kernel and row order per matrix).
 TEST(gemv_multi_matches_gemv) {
   need_gpu();
-  for (TensorType t : {TensorType::Q6_K, TensorType::Q4_K, TensorType::Q8_0, TensorType::Q5_0}) {
+  for (TensorType t : {TensorType::Q6_K, TensorType::Q4_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::Q2_K,
+                       TensorType::IQ3_S, TensorType::MXFP4}) {
     const int64_t n_in = 512;
     const int64_t outs[3] = {300, 64, 72};
     std::vector<HostMatrix> hw;
@@ -624,14 +813,63 @@ TEST(gemm_all_types) {
   }
 }
 
+// Every type through the F16 upload fallback on the device (chunked upload:
+// 5 rows per host buffer over 37 rows): gemv and gemm of the F16 copy against
+// the double reference of the type's own CPU dequantization (only the fp16
+// rounding of the weights apart), and get_rows giving exactly the rounded values.
+TEST(f16_upload_fallback_runs_as_f16) {
+  need_gpu();
+  for (const TypeCase& tc : kTypes) {
+    const int64_t n_in = super_block(tc.type) ? 512 : 96, n_out = 37;
+    HostMatrix w = random_matrix(tc.type, n_in, n_out);
+    const size_t stride = (static_cast<size_t>(n_in) * 2 + 15) / 16 * 16;
+    Dev<uint8_t> buf(stride * n_out);
+    CUDA_OK(gc::upload_rows_f16(static_cast<uint32_t>(tc.type), w.bytes.data(), w.row_bytes, n_in, n_out, buf.p, stride,
+                                5 * stride));
+    gc::DevMatrix m;
+    m.data = buf.p;
+    m.type = static_cast<uint32_t>(TensorType::F16);
+    m.n_in = n_in;
+    m.n_out = n_out;
+    m.row_stride = stride;
+    const int cols = 3, n_tok = 17;
+    std::vector<float> x = randn(static_cast<size_t>(n_tok) * n_in);
+    DevAct a(x, n_tok, static_cast<int>(n_in));
+    std::vector<int> rows(n_tok);
+    for (int c = 0; c < n_tok; ++c) rows[c] = c;
+    const std::vector<double> ref = ref_matmul(w, 0, n_out, x, static_cast<int>(n_in), rows, nullptr);
+    Dev<float> y(static_cast<size_t>(n_tok) * n_out);
+    CUDA_OK(gc::gemv(m, a.view, cols, y.p, n_out, false, nullptr));
+    const std::vector<float> yv = y.down();
+    const double e_v = rel_err(std::vector<float>(yv.begin(), yv.begin() + cols * n_out),
+                               std::vector<double>(ref.begin(), ref.begin() + cols * n_out));
+    CHECK_MSG(e_v <= 2e-3, "F16 fallback gemv %s: rel err %.3g > 2e-3", tc.name, e_v);
+    y.poison();
+    CUDA_OK(gc::gemm(m, a.view, n_tok, y.p, n_out, false, nullptr));
+    const double e_m = rel_err(y.down(), ref);
+    CHECK_MSG(e_m <= 3e-3, "F16 fallback gemm %s: rel err %.3g > 3e-3", tc.name, e_m);
+    std::vector<int32_t> ids = {0, 36, 5};
+    Dev<int32_t> did(ids);
+    Dev<float> out(ids.size() * n_in);
+    CUDA_OK(gc::get_rows(m, did.p, static_cast<int>(ids.size()), out.p, n_in, nullptr));
+    const std::vector<float> o = out.down();
+    int bad = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t c = 0; c < n_in; ++c)
+        bad += o[i * n_in + c] != fp16_to_f32(f32_to_fp16(w.deq[ids[i] * n_in + c]));
+    CHECK_MSG(bad == 0, "F16 fallback get_rows %s: %d values differ", tc.name, bad);
+    std::printf("  F16 fallback %-7s gemv rel err %.2e, gemm %.2e\n", tc.name, e_v, e_m);
+  }
+}
+
 // q, k and v of a prompt in one launch: each output exactly what gemm gives
 // for its matrix alone (the same tiles, the same sums), matrices of different
 // heights, partial row and token tiles.
 TEST(gemm_multi_matches_separate_gemms) {
   need_gpu();
   for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::F16,
-                       TensorType::F32}) {
-    const int64_t n_in = (t == TensorType::Q4_K || t == TensorType::Q6_K) ? 512 : 96;
+                       TensorType::F32, TensorType::Q3_K, TensorType::IQ2_XXS, TensorType::Q4_1}) {
+    const int64_t n_in = super_block(t) ? 512 : 96;
     const int64_t heights[3] = {300, 37, 130};
     std::vector<HostMatrix> hm;
     for (int64_t h : heights) hm.push_back(random_matrix(t, n_in, h));
@@ -711,17 +949,18 @@ TEST(moe_group_prompt_sizes) {
 
 // Gate + up + SwiGLU in one launch where its tiles are partial: 96 expert
 // rows (a 64-row block and a half one), legacy/plain stages cut short by the
-// row's end (800 = 6.25 Q8_0 stages), ~35 slots per expert (a full 32-slot
-// tile and a partial one); direct and tile-path types. Against moe_gemm
-// twice and swiglu.
+// row's end (800 = 6.25 Q8_0 stages, 3.125 of the 256-element stages),
+// ~35 slots per expert (a full 32-slot tile and a partial one); direct and
+// tile-path types, every type but F32. Against moe_gemm twice and swiglu.
 TEST(moe_gemm_glu_partial_tiles) {
   need_gpu();
   const int n_expert = 4, k = 2, n = 70, n_ff = 96, n_slots = n * k;
   RoutedGroups rg(n, k, n_expert);
   const gc::MoeGroups& g = rg.g;
-  for (TensorType t : {TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q5_0, TensorType::F16,
-                       TensorType::BF16}) {
-    const int n_in = (t == TensorType::Q4_K || t == TensorType::Q6_K) ? 512 : 800;
+  for (const TypeCase& tc : kTypes) {
+    const TensorType t = tc.type;
+    if (t == TensorType::F32) continue;
+    const int n_in = super_block(t) ? 512 : 800;
     HostMatrix wg = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
     HostMatrix wu = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
     DevMatrixBuf dg(wg, n_expert), du(wu, n_expert);
@@ -777,8 +1016,9 @@ TEST(moe_route_group_experts_combine) {
       CHECK_MSG(w_ok, "moe_route weights differ (k %d, n %d)", k, n);
       CHECK_MSG(group_ok, "moe_group differs (k %d, n %d)", k, n);
 
-      // Expert products: gate/up (input row = token), down (input row = slot).
-      for (TensorType t : {TensorType::Q4_K, TensorType::Q8_0, TensorType::F16, TensorType::F32, TensorType::Q6_K}) {
+      // Expert products: gate/up (input row = token), down (input row = slot), every type.
+      for (const TypeCase& tc : kTypes) {
+        const TensorType t = tc.type;
         HostMatrix wg = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
         HostMatrix wu = random_matrix(t, n_in, static_cast<int64_t>(n_ff) * n_expert);
         DevMatrixBuf dg(wg, n_expert), du(wu, n_expert);
@@ -1372,9 +1612,9 @@ TEST(kernels_repeat_bit_for_bit) {
     }
     CHECK_MSG(differing == 0, "%s: %d of %d repeats differ from the first launch", what, differing, kRepeats - 1);
   };
-  for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q4_0, TensorType::Q8_0,
-                       TensorType::F16}) {
-    const char* name = tensor_type_name(static_cast<uint32_t>(t)).data();
+  for (const TypeCase& tc : kTypes) {
+    const TensorType t = tc.type;
+    const char* name = tc.name;
     const int64_t n_in = 2048, n_out = 512;
     HostMatrix g = random_matrix(t, n_in, n_out), u = random_matrix(t, n_in, n_out);
     DevMatrixBuf dg(g), du(u);
@@ -1428,4 +1668,71 @@ TEST(kernels_repeat_bit_for_bit) {
     same_every_time("argmax_rows", [&] { CUDA_OK(gc::argmax_rows(dx.p, rows, cols, am.p, work.p, nullptr)); },
                     [&] { return am.down(); });
   }
+}
+
+// The decoder with every weight type but F32 forced through the F16 upload
+// fallback (the path of a type without kernels) on a fixture model: the F16
+// copies are planned and uploaded (more weight memory, the tensors counted),
+// and prompt and single-token logits stay within the quantized-model rule
+// (rms 0.5) of the decoder running the stored types' own kernels.
+TEST(decoder_f16_upload_fallback_matches_kernels) {
+  need_gpu();
+  const char* fx = std::getenv("GUILD_FIXTURES");
+  const std::string path = std::string(fx ? fx : "") + "/models/qwen3moe-a-Q4_K_M.gguf";
+  FILE* f = fx ? std::fopen(path.c_str(), "rb") : nullptr;
+  if (!f) {
+    std::printf("  not run: %s not found (GUILD_FIXTURES)\n", path.c_str());
+    return;
+  }
+  std::fclose(f);
+  LoadOptions lo;
+  lo.n_threads = 2;
+  lo.kv_type = KvType::F16;
+  std::string err;
+  auto model = GuildModel::load(path, lo, &err);
+  REQUIRE(model);
+  gc::CudaDecoderOptions go;
+  go.n_ctx = 64;
+  go.max_tokens = 32;
+  auto kernels = gc::CudaDecoder::create(model->hparams(), model->weights(), go, &err);
+  CHECK_MSG(kernels, "create: %s", err.c_str());
+  auto fallback = gc::CudaDecoder::create_with_f16_upload(model->hparams(), model->weights(), go, ~uint64_t{1}, &err);
+  CHECK_MSG(fallback, "create_with_f16_upload: %s", err.c_str());
+  if (!kernels || !fallback) return;
+  CHECK(kernels->f16_upload_tensors() == 0);
+  CHECK(fallback->f16_upload_tensors() > 0);
+  CHECK_MSG(fallback->memory().weights > kernels->memory().weights, "weights %zu with F16 copies, %zu as stored",
+            fallback->memory().weights, kernels->memory().weights);
+  const int n_vocab = model->hparams().n_vocab, n = 20;
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((7919 * i + 13) % n_vocab);
+  std::vector<float> a(static_cast<size_t>(n) * n_vocab), b(a.size(), NAN);
+  CHECK_MSG(kernels->forward(ids.data(), n, 0, a.data(), true, &err), "%s", err.c_str());
+  CHECK_MSG(fallback->forward(ids.data(), n, 0, b.data(), true, &err), "%s", err.c_str());
+  auto rms = [&](const float* x, const float* y) {
+    double sq = 0.0;
+    for (int j = 0; j < n_vocab; ++j) sq += (static_cast<double>(x[j]) - y[j]) * (static_cast<double>(x[j]) - y[j]);
+    return std::sqrt(sq / n_vocab);
+  };
+  double worst = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double r = rms(a.data() + static_cast<size_t>(i) * n_vocab, b.data() + static_cast<size_t>(i) * n_vocab);
+    worst = std::max(worst, std::isnan(r) ? 1e30 : r);
+  }
+  CHECK_MSG(worst <= 0.5, "prompt logits: rms %.3g > 0.5 between the F16 upload and the kernels", worst);
+  // Single-token steps (graph replays), fed the same tokens.
+  int32_t tok = static_cast<int32_t>(std::max_element(a.end() - n_vocab, a.end()) - (a.end() - n_vocab));
+  std::vector<float> sa(n_vocab), sb(n_vocab, NAN);
+  double worst_step = 0.0;
+  for (int step = 0; step < 4; ++step) {
+    CHECK_MSG(kernels->forward(&tok, 1, n + step, sa.data(), false, &err), "%s", err.c_str());
+    CHECK_MSG(fallback->forward(&tok, 1, n + step, sb.data(), false, &err), "%s", err.c_str());
+    const double r = rms(sa.data(), sb.data());
+    worst_step = std::max(worst_step, std::isnan(r) ? 1e30 : r);
+    tok = static_cast<int32_t>(std::max_element(sa.begin(), sa.end()) - sa.begin());
+  }
+  CHECK_MSG(worst_step <= 0.5, "decode logits: rms %.3g > 0.5 between the F16 upload and the kernels", worst_step);
+  std::printf("  F16 upload of %d tensors (%.1f MiB against %.1f): logits rms prompt %.4f, decode %.4f\n",
+              fallback->f16_upload_tensors(), fallback->memory().weights / 1048576.0,
+              kernels->memory().weights / 1048576.0, worst, worst_step);
 }

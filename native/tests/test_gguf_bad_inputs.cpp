@@ -2,7 +2,10 @@
 // check::tmp_dir(). Each must be rejected (null) with exactly one line that
 // starts with the path, and nothing may crash (the suite also runs under
 // ASan + UBSan).
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include "artifact/gguf_writer.h"
 #include "check.h"
 #include "core/tensor_type.h"
+#include "model_file_edit.h"
 
 using namespace guild;
 using namespace guild::gguf;
@@ -648,4 +652,63 @@ TEST(random_mutations) {
                 static_cast<unsigned long long>(touched));
     CHECK(rejected > 1000);
   }
+}
+
+// A file cut short while it is mapped (what `cp other.gguf served.gguf`
+// does first): reads of the pages that are gone must not kill the process
+// (SIGBUS). The guard answers them with zeros and records the fault; the
+// file reports itself changed. In a child: without the guard SIGBUS kills it.
+TEST(file_truncated_while_mapped_is_survived) {
+  GgufWriter w = base_writer();
+  std::string err;
+  const int64_t ne_big[] = {32, 512};  // 17 KiB: several pages past the header
+  const Bytes big(512 * 34, 0x5A);
+  REQUIRE(w.add_tensor("w.big", id(TensorType::Q8_0), ne_big, big, &err));
+  const std::string path = write_bytes(dir() + "/truncated-while-mapped.gguf", w.to_bytes());
+  const std::string report = model_file_edit::in_child([&]() -> std::string {
+    std::string e;
+    auto f = GgufFile::open(path, &e);
+    if (!f) return "open failed: " + e;
+    const TensorInfo* t = nullptr;
+    for (const TensorInfo& x : f->tensors())
+      if (x.name == "w.big") t = &x;
+    if (!t) return "no w.big";
+    if (f->changed_on_disk()) return "changed before anything happened";
+    if (f->read_faulted()) return "faulted before anything happened";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC);
+    if (fd < 0) return "cannot truncate";
+    ::close(fd);
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < t->nbytes; i += 512) sum += t->data[i];  // every page of the tensor
+    if (sum != 0) return "read " + std::to_string(sum) + " instead of zeros";
+    if (!f->read_faulted()) return "the fault was not recorded";
+    std::string why;
+    if (!f->changed_on_disk(&why) || why.empty()) return "not reported as changed";
+    return "";
+  });
+  CHECK_MSG(report.empty(), "%s", report.c_str());
+}
+
+// Faults outside any model mapping still take their normal course: the
+// guard chains to the previous handler (here the default: death by SIGBUS).
+TEST(sigbus_elsewhere_is_not_swallowed) {
+  std::string err;
+  const std::string path = write_bytes(dir() + "/guard-installed.gguf", base_bytes());
+  auto f = GgufFile::open(path, &err);  // installs the guard in this process
+  REQUIRE(f);
+  const std::string other = dir() + "/not-a-model.bin";
+  write_bytes(other, Bytes(8192, 1));
+  const std::string report = model_file_edit::in_child([&]() -> std::string {
+    const int fd = ::open(other.c_str(), O_RDWR);
+    if (fd < 0) return "cannot open";
+    auto* p = static_cast<volatile uint8_t*>(::mmap(nullptr, 8192, PROT_READ, MAP_SHARED, fd, 0));
+    if (p == MAP_FAILED) return "cannot map";
+    if (::ftruncate(fd, 0) != 0) return "cannot truncate";
+    const uint8_t v = p[4096];  // SIGBUS: not a model mapping
+    return "survived a fault outside every model mapping (read " + std::to_string(v) + ")";
+  });
+  // Killed by SIGBUS, or (under AddressSanitizer, whose handler came first)
+  // reported and ended by it.
+  const bool died = report.rfind("child killed by signal", 0) == 0 || report.rfind("child exited with status", 0) == 0;
+  CHECK_MSG(died, "%s", report.c_str());
 }

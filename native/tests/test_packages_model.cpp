@@ -314,3 +314,36 @@ TEST(force_kernels_picks_among_the_loaded_packages) {
   }
   ::unsetenv("GUILD_FORCE_KERNELS");
 }
+
+TEST(a_load_refuses_when_the_packages_cannot_be_decided) {
+  // Fail closed: a corrupt state file is not "everything enabled", and a
+  // .leases that is not a directory cannot record the model's use; either
+  // way the load fails with one line naming the file.
+  const std::string dir = make_store();
+  std::string err;
+  LoadErrorKind kind = LoadErrorKind::None;
+  {
+    std::ofstream f(dir + "/state.json", std::ios::binary | std::ios::trunc);
+    f << "{\"schema\": \"guild.packages-state/1\", \"packages\": {\"cpu-av";
+  }
+  CHECK(!load(dir, &err, &kind));
+  std::printf("  %s\n", err.c_str());
+  CHECK(kind == LoadErrorKind::Format);
+  CHECK_MSG(err.find(dir + "/state.json is corrupt") != std::string::npos, "%s", err.c_str());
+  CHECK(err.find('\n') == std::string::npos);
+  fs::remove(dir + "/state.json");
+  fs::remove_all(dir + "/.leases");
+  {
+    std::ofstream f(dir + "/.leases", std::ios::binary | std::ios::trunc);
+    f << "not a directory";
+  }
+  CHECK(!load(dir, &err, &kind));
+  std::printf("  %s\n", err.c_str());
+  CHECK(kind == LoadErrorKind::Io);
+  CHECK_MSG(err.find(dir + "/.leases is a regular file, not a directory") != std::string::npos, "%s", err.c_str());
+  fs::remove(dir + "/.leases");
+  // Whole again: the load works and records its lease.
+  auto m = load(dir);
+  REQUIRE(m);
+  CHECK(fs::is_directory(dir + "/.leases") && !fs::is_empty(dir + "/.leases"));
+}

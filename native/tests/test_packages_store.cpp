@@ -9,6 +9,7 @@
 #include <string>
 
 #include "check.h"
+#include "package_test_files.h"
 #include "core/cpu_features.h"
 #include "core/json.h"
 #include "packages/archive.h"
@@ -24,6 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using package_test_files::write;
+using package_test_files::make_archive;
+
 const std::string kBuilt = GUILD_BUILT_PACKAGES_DIR;
 
 // Most tests here check one user directory on its own: without a bundled
@@ -32,34 +36,7 @@ const std::string kBuilt = GUILD_BUILT_PACKAGES_DIR;
 // bundled directory explicitly.
 const bool kNoDiscoveredBundledPackages = [] { return ::setenv("GUILD_BUNDLED_PACKAGES_DIR", "", 1) == 0; }();
 
-std::string fresh_dir(const std::string& tag) {
-  const std::string d = check::tmp_dir() + "/packages-" + tag + "-" + std::to_string(::getpid());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-void write(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
-// Builds a .gkpkg by hand (docs/PACKAGES.md layout) so tests can craft bad ones.
-std::string make_archive(const std::string& manifest, const std::string& library) {
-  std::string out("GUILDPKG", 8);
-  auto le = [&](uint64_t v, int n) { for (int i = 0; i < n; ++i) out.push_back(static_cast<char>(v >> (8 * i))); };
-  le(1, 4);
-  le(manifest.size(), 4);
-  le(library.size(), 8);
-  out += manifest;
-  out += library;
-  Sha256 h;
-  h.update(out.data(), out.size());
-  uint8_t d[32];
-  h.finish(d);
-  out.append(reinterpret_cast<const char*>(d), 32);
-  return out;
-}
+std::string fresh_dir(const std::string& tag) { return package_test_files::fresh_dir("packages", tag); }
 
 std::string built_manifest(const std::string& name) { return check::read_file(kBuilt + "/" + name + "/" + name + ".gkmetadata"); }
 std::string built_library(const std::string& name) { return check::read_file(kBuilt + "/" + name + "/lib" + name + ".so"); }
@@ -360,7 +337,8 @@ TEST(concurrent_processes_keep_the_state_file_whole) {
     ::waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  const PackageState state = store.read_state();
+  PackageState state;
+  CHECK(store.read_state(&state, &err) == PackageStatus::Ok);
   CHECK(state.pins.size() == static_cast<size_t>(kProcs * kRounds));  // no lost update
   CHECK(store.list()[0].enabled);
   for (const auto& e : fs::directory_iterator(dir + "/store"))
@@ -382,7 +360,8 @@ TEST(another_process_using_a_package_blocks_disable_until_it_exits) {
     // The "app": loads the package and holds it until told to stop.
     auto r = load_enabled_packages(sdir, "");
     auto p = pick_cpu_provider(r, nullptr, nullptr);
-    if (p) record_process_lease(*p, sdir, "model app-model.gguf");
+    std::string lease_error;
+    if (p && !record_process_lease(*p, sdir, "model app-model.gguf", &lease_error)) p.reset();
     char c = p ? 'y' : 'n';
     (void)!::write(to_parent[1], &c, 1);
     (void)!::read(to_child[0], &c, 1);
@@ -525,7 +504,7 @@ TEST(per_op_priority_fills_in_what_the_chosen_provider_lacks) {
   CHECK(pick_cpu_provider(r, nullptr, nullptr) == partial);
   CpuOpProviders ops;
   {
-    auto composed = compose_cpu_kernels(partial, r, "model t.gguf", &ops);
+    auto composed = compose_cpu_kernels(partial, r, "model t.gguf", &ops, &err);
     REQUIRE(composed && composed != partial && composed->cpu);
     CHECK(ops.primary == "cpu-partial");
     CHECK(composed->cpu->types[q4k].vec_dot == generic->cpu->types[q4k].vec_dot);
@@ -537,12 +516,14 @@ TEST(per_op_priority_fills_in_what_the_chosen_provider_lacks) {
     CHECK(ops.type_rows.size() == 1 && ops.type_rows[0].first == "q4_K" && ops.type_rows[0].second == "cpu-generic");
     CHECK(ops.act_quantizers.size() == 1 && ops.act_quantizers[0].second == "cpu-generic");
     // The contributor is leased for the composed table's life, here and for other processes.
-    const auto holders = package_holders(r.dir, "cpu-generic");
+    std::vector<std::string> holders;
+    CHECK(package_holders(r.dir, "cpu-generic", &holders, &err));
     CHECK(holders.size() == 1 && holders[0] == "model t.gguf");
     CHECK(fs::exists(r.dir + "/.leases"));
   }
-  CHECK(package_holders(r.dir, "cpu-generic").empty());
+  std::vector<std::string> holders;
+  CHECK(package_holders(r.dir, "cpu-generic", &holders, &err) && holders.empty());
   // A provider that lacks nothing is used as it is.
-  CHECK(compose_cpu_kernels(generic, r, "model t.gguf", &ops) == generic);
+  CHECK(compose_cpu_kernels(generic, r, "model t.gguf", &ops, &err) == generic);
   CHECK(ops.type_rows.empty() && ops.act_quantizers.empty());
 }

@@ -70,4 +70,49 @@ describe.skipIf(!haveFixtures)("bad model files", () => {
   }
 });
 
+// Valid GGUF files whose model settings are hostile (issue #20): the load
+// refuses them with one line naming the file and the key, before anything is
+// sized from them.
+describe.skipIf(!haveFixtures)("hostile model settings", () => {
+  let hostileDir = "";
+  // [what, file name, metadata key, edit of the value bytes (after the type tag)]
+  const edits: [string, string, string, (b: Buffer, at: number) => void][] = [
+    ["a NaN rms epsilon", "nan-eps.gguf", "qwen3moe.attention.layer_norm_rms_epsilon", (b, at) => b.writeFloatLE(NaN, at)],
+    ["a zero rms epsilon", "zero-eps.gguf", "qwen3moe.attention.layer_norm_rms_epsilon", (b, at) => b.writeFloatLE(0, at)],
+    ["a negative rope base", "neg-rope.gguf", "qwen3moe.rope.freq_base", (b, at) => b.writeFloatLE(-10000, at)],
+    ["feed_forward_length 2^31-1", "ff-huge.gguf", "qwen3moe.feed_forward_length", (b, at) => b.writeUInt32LE(0x7fffffff, at)],
+    ["an expert width beyond the limit", "ffexp-huge.gguf", "qwen3moe.expert_feed_forward_length", (b, at) => b.writeUInt32LE(1048577, at)],
+    ["embedding_length not matching token_embd", "embd-512.gguf", "qwen3moe.embedding_length", (b, at) => b.writeUInt32LE(512, at)],
+    ["head_count not matching attn_q", "heads-8.gguf", "qwen3moe.attention.head_count", (b, at) => b.writeUInt32LE(8, at)],
+  ];
+  beforeAll(() => {
+    hostileDir = mkdtempSync(path.join(tmpdir(), "guild-hostile-"));
+    const good = readFileSync(modelPath(source));
+    for (const [, name, key, edit] of edits) {
+      const b = Buffer.from(good);
+      const at = b.indexOf(Buffer.from(key, "latin1")) + key.length + 4; // value after the u32 type tag
+      expect(at).toBeGreaterThan(key.length + 4);
+      edit(b, at);
+      writeFileSync(path.join(hostileDir, name), b);
+    }
+  });
+  afterAll(() => {
+    if (hostileDir) rmSync(hostileDir, { recursive: true, force: true });
+  });
+
+  for (const [what, name, key] of edits) {
+    it(`run: ${what}`, () => {
+      const target = path.join(hostileDir, name);
+      const r = runCli(["run", "--model", target, "--prompt-tokens", "1,2,3", "--n-predict", "2", "--json"]);
+      expect(r.status, r.stderr).toBe(1);
+      const lines = errorLines(r.stderr);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^guild: error: /);
+      expect(lines[0]).toContain(target);
+      expect(lines[0]).toContain(key);
+      expect(r.stdout).toBe("");
+    });
+  }
+});
+
 if (!haveFixtures) describe.skip(`bad model files: ${fixturesSkipReason}`, () => {});

@@ -17,7 +17,8 @@ const usage = "guild detokenize --model PATH --tokens ID,ID,... [--json]";
 async function run(argv: readonly string[]): Promise<number> {
   const f = parseFlags(argv, flags, usage);
   requireFlags(f, ["model", "tokens"], usage);
-  const model = await openModel(f.model!);
+  // The tokenizer is all this needs: vocab-only files work, no weights are read.
+  const model = await openModel(f.model!, { vocabOnly: true });
   try {
     checkTokenIds(model, f.tokens!, "--tokens");
     const bytes = model.detokenize(f.tokens!, { removeSpecial: false, unparseSpecial: true });

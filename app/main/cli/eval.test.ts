@@ -6,7 +6,9 @@
 // - Quantized files (default settings): on positions before the first router
 //   top-k margin < 0.05 (routing-<prompt>.json), rms |d| <= 0.5 per position
 //   and argmax agreement >= 90 %; from there on only statistics: median |d| <= 0.5
-//   and argmax agreement >= 80 %.
+//   and argmax agreement >= 80 %. Where llama.cpp's own top-1/top-2 margin is
+//   below a quantized file's expected logit error (0.5, the README's greedy
+//   rule), a different argmax is a tie within that error, not a disagreement.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -24,6 +26,7 @@ import {
   readF32,
   targetModels,
   type LogitsMeta,
+  greedyMarginQuantized,
   type RoutingFile,
 } from "../../test/fixtures.js";
 
@@ -57,12 +60,26 @@ function argmax(row: Float32Array): number {
   return best;
 }
 
+function top2Margin(row: Float32Array): number {
+  let a = -Infinity;
+  let b = -Infinity;
+  for (const v of row) {
+    if (v > a) { b = a; a = v; } else if (v > b) b = v;
+  }
+  return a - b;
+}
+
 interface RowStats {
   maxAbs: number;
   rms: number;
   argmaxEqual: boolean;
+  /** llama.cpp's top-1 minus top-2 logit at this position. */
+  refMargin: number;
   absDiffs: number[];
 }
+
+/** Argmax agreement of a quantized file: equal, or llama.cpp's own choice is a near-tie. */
+const quantArgmaxAgrees = (r: RowStats) => r.argmaxEqual || r.refMargin < greedyMarginQuantized;
 
 function compareRows(ours: Float32Array, ref: Float32Array, nVocab: number): RowStats[] {
   expect(ours.length).toBe(ref.length);
@@ -79,7 +96,7 @@ function compareRows(ours: Float32Array, ref: Float32Array, nVocab: number): Row
       maxAbs = Math.max(maxAbs, Number.isNaN(d) ? Infinity : d);
       sq += d * d;
     }
-    rows.push({ maxAbs, rms: Math.sqrt(sq / nVocab), argmaxEqual: argmax(a) === argmax(b), absDiffs });
+    rows.push({ maxAbs, rms: Math.sqrt(sq / nVocab), argmaxEqual: argmax(a) === argmax(b), refMargin: top2Margin(b), absDiffs });
   }
   return rows;
 }
@@ -134,11 +151,11 @@ describe.skipIf(!haveFixtures)("guild eval: logits match llama.cpp", () => {
           expect(r.rms, `rms |d| at position ${p} (before the first small router margin at ${cut})`).toBeLessThanOrEqual(quantRmsPerPosition);
         }
         if (before.length > 0) {
-          expect(before.filter((r) => r.argmaxEqual).length / before.length).toBeGreaterThanOrEqual(quantArgmaxBefore);
+          expect(before.filter(quantArgmaxAgrees).length / before.length).toBeGreaterThanOrEqual(quantArgmaxBefore);
         }
         if (after.length > 0) {
           expect(median(after.flatMap((r) => r.absDiffs))).toBeLessThanOrEqual(quantMedianAfter);
-          expect(after.filter((r) => r.argmaxEqual).length / after.length).toBeGreaterThanOrEqual(quantArgmaxAfter);
+          expect(after.filter(quantArgmaxAgrees).length / after.length).toBeGreaterThanOrEqual(quantArgmaxAfter);
         }
       });
     }

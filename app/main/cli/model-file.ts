@@ -45,6 +45,8 @@ export interface OpenModelOptions {
   expertsOnCpu?: boolean | undefined;
   gpuPeers?: string | undefined;
   gpuPeerBudgetGiB?: number | undefined;
+  /** The tokenizer only (tokenize / detokenize): works on vocab-only files, reads no weights. */
+  vocabOnly?: boolean | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -62,6 +64,7 @@ export async function openModel(file: string, options: OpenModelOptions = {}): P
       ...(options.expertsOnCpu !== undefined && { expertsOnCpu: options.expertsOnCpu }),
       ...(options.gpuPeers !== undefined && { gpuPeers: options.gpuPeers }),
       ...(options.gpuPeerBudgetGiB !== undefined && { gpuPeerBudgetGiB: options.gpuPeerBudgetGiB }),
+      ...(options.vocabOnly !== undefined && { vocabOnly: options.vocabOnly }),
       ...(options.signal !== undefined && { signal: options.signal }),
     });
   } catch (err) {

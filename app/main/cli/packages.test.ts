@@ -3,7 +3,10 @@
 // user folder `list` shows the bundled packages; with GUILD_PACKAGES_DIR set,
 // disabling cpu-avx2 makes the next `guild run` load cpu-generic and the
 // greedy output is unchanged; with no usable CPU package `guild run
-// --packages-dir DIR` fails in one line naming DIR.
+// --packages-dir DIR` fails in one line naming DIR. A package whose library
+// crashes, exits or hangs while checked fails `install` in one line (the CLI
+// neither dies nor hangs); a corrupt state file fails `list` in one line
+// naming it until `reset-state` sets it aside.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -12,6 +15,7 @@ import { afterAll, describe, expect, it } from "vitest";
 
 import { errorLines, runCli } from "../../test/cli.js";
 import { haveFixtures, modelPath } from "../../test/fixtures.js";
+import { stagingLeftovers, testPackageLibsSkipReason, writeTestArchive } from "../../test/test-package-libs.js";
 import { embeddedModelPath, projectRoot } from "../paths.js";
 import { loadNative } from "../runtime/native.js";
 
@@ -121,6 +125,51 @@ describe.skipIf(skip)("guild packages", () => {
     const withGeneric = run();
     expect(withAvx2.length).toBe(12);
     expect(withGeneric).toEqual(withAvx2);
+  });
+
+  it.skipIf(testPackageLibsSkipReason !== "")("install of a library that crashes, exits or hangs when checked fails in one line", () => {
+    const dir = path.join(work, "probe");
+    const cases: [string, RegExp][] = [
+      ["test-query-segv", /the package library crashed while being checked \(SIGSEGV\)$/],
+      ["test-ctor-exit", /the package library ended the check with exit status 7$/],
+      ["test-ctor-loop", /the package library did not answer within 10 s while being checked \(stopped\)$/],
+    ];
+    for (const [name, message] of cases) {
+      const archive = writeTestArchive(work, name);
+      const started = Date.now();
+      const r = runCli(["packages", "install", archive, "--packages-dir", dir], { env: isolated });
+      expect(Date.now() - started).toBeLessThan(30_000);
+      expect(r.status).toBe(1);
+      const lines = errorLines(r.stderr);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^guild: error: .*${name}\\.gkpkg: package ${name} 1\\.0\\.0 cannot be installed: lib${name}\\.so: `));
+      expect(lines[0]).toMatch(message);
+      expect(stagingLeftovers(dir)).toEqual([]);
+    }
+    expect((JSON.parse(ok(["list", "--json", "--packages-dir", dir])) as ListJson).packages).toEqual([]);
+  });
+
+  it("a corrupt state file fails list in one line naming it; reset-state sets it aside", () => {
+    const dir = path.join(work, "state");
+    const archive = path.join(work, "cpu-generic-state.gkpkg");
+    ok(["pack", path.join(builtDir, "cpu-generic"), "--out", archive]);
+    ok(["install", archive, "--packages-dir", dir]);
+    ok(["disable", "cpu-generic", "--packages-dir", dir]);
+    const stateFile = path.join(dir, "state.json");
+    writeFileSync(stateFile, "{\"schema\": \"guild.packages-state/1\", \"packages\": {\"cpu-gen");
+    for (const args of [["list"], ["enable", "cpu-generic"]]) {
+      const r = runCli(["packages", ...args, "--packages-dir", dir], { env: isolated });
+      expect(r.status).toBe(1);
+      expect(errorLines(r.stderr)).toEqual([expect.stringMatching(/reset-state`$/)]);
+      expect(r.stderr).toContain(`guild: error: ${stateFile} is corrupt (`);
+    }
+    const reset = JSON.parse(ok(["reset-state", "--json", "--packages-dir", dir])) as { ok: boolean; action: string; movedTo: string };
+    expect(reset).toMatchObject({ ok: true, action: "reset-state" });
+    expect(reset.movedTo.startsWith(`${stateFile}.set-aside-`)).toBe(true);
+    expect(readFileSync(reset.movedTo, "utf8")).toContain("cpu-gen");
+    const list = JSON.parse(ok(["list", "--json", "--packages-dir", dir])) as ListJson;
+    expect(list.packages.map((p) => [p.name, p.enabled])).toEqual([["cpu-generic", true]]);
+    expect(ok(["reset-state", "--packages-dir", dir])).toBe(`no package state file in ${dir}; nothing to reset\n`);
   });
 
   it("a fresh user folder lists the bundled packages found next to the addon", () => {

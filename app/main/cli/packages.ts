@@ -1,5 +1,6 @@
 // guild packages: kernel packages (docs/PACKAGES.md) — list, enable, disable,
-// install, uninstall, pin, and pack (build a .gkpkg from a package directory).
+// install, uninstall, pin, pack (build a .gkpkg from a package directory), and
+// reset-state (set a corrupt state file aside).
 import { PackageService, type PackageInfo, type PackageResult } from "../services/package-service.js";
 import { parseFlags, type FlagSpecs } from "./args.js";
 import type { Command } from "./command.js";
@@ -14,7 +15,7 @@ const flags = {
 } as const satisfies FlagSpecs;
 
 const usage =
-  "guild packages list|enable NAME|disable NAME|install FILE|uninstall NAME|pin MODEL NAME [--version V]|pack DIR --out FILE [--json] [--packages-dir DIR]";
+  "guild packages list|enable NAME|disable NAME|install FILE|uninstall NAME|pin MODEL NAME [--version V]|pack DIR --out FILE|reset-state [--json] [--packages-dir DIR]";
 
 const subcommands: Record<string, { args: string[] }> = {
   list: { args: [] },
@@ -24,6 +25,7 @@ const subcommands: Record<string, { args: string[] }> = {
   uninstall: { args: ["NAME"] },
   pin: { args: ["MODEL", "NAME"] },
   pack: { args: ["DIR"] },
+  "reset-state": { args: [] },
 };
 
 /** Splits positionals from flags (flags may come anywhere). */
@@ -127,6 +129,16 @@ async function run(argv: readonly string[]): Promise<number> {
       unwrap(await service.pack(args[0]!, f.out!));
       done(`packed ${args[0]!} into ${f.out!}`, { action: "pack", dir: args[0]!, file: f.out! });
       break;
+    case "reset-state": {
+      const movedTo = unwrap(await service.resetState());
+      done(
+        movedTo === null
+          ? `no package state file in ${dir()}; nothing to reset`
+          : `set the package state file aside as ${movedTo}; every package is enabled again, with no pins`,
+        { action: "reset-state", dir: dir(), movedTo },
+      );
+      break;
+    }
   }
   await out.flush();
   return exitOk;
@@ -134,7 +146,7 @@ async function run(argv: readonly string[]): Promise<number> {
 
 export const packagesCommand: Command = {
   name: "packages",
-  summary: "manage kernel packages: list, enable, disable, install, uninstall, pin, pack",
+  summary: "manage kernel packages: list, enable, disable, install, uninstall, pin, pack, reset-state",
   usage,
   run,
 };

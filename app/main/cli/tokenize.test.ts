@@ -41,6 +41,27 @@ describe.skipIf(!haveFixtures)("guild tokenize / detokenize", () => {
     });
   }
 
+  // A vocab-only file (no tensors): the commands open the tokenizer only, as
+  // llama-tokenize does. Every 5th vector (each spawn builds the 152k-token
+  // vocabulary; all 30 run in-process in runtime/tokenizer.test.ts).
+  describe("qwen3-vocab (vocab-only)", () => {
+    const file = modelPath("qwen3-vocab.gguf");
+    const vectors = haveFixtures ? readExpectedJson<TokenizeFile>("qwen3-vocab", "tokenize.json").vectors : [];
+    const picked = vectors.map((v, i) => ({ i, v })).filter(({ i }) => i % 5 === 0);
+    it.each(picked)("string $i: tokenize --json, --no-parse-special and detokenize", ({ v }) => {
+      const r = runCli(["tokenize", "--model", file, "--text", v.text, "--json"]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toEqual({ tokens: v.parse_special.ids });
+      const plain = runCli(["tokenize", "--model", file, "--text", v.text, "--no-parse-special"]);
+      expect(plain.status, plain.stderr).toBe(0);
+      expect(plain.stdout).toBe(v.no_parse_special.ids.join(",") + "\n");
+      if (v.parse_special.ids.length === 0) return;
+      const raw = runCli(["detokenize", "--model", file, "--tokens", v.parse_special.ids.join(",")]);
+      expect(raw.status, raw.stderr).toBe(0);
+      expect(raw.stdoutBytes.toString("hex")).toBe(v.parse_special.detokenized_hex);
+    });
+  });
+
   it("--add-bos puts the vocabulary's BOS first", () => {
     const r = runCli(["tokenize", "--model", modelPath("mixtral-a-F32.gguf"), "--text", "Hello world", "--add-bos", "--json"]);
     expect(r.status, r.stderr).toBe(0);

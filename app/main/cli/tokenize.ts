@@ -19,7 +19,8 @@ const usage = "guild tokenize --model PATH --text TEXT [--add-bos] [--no-parse-s
 async function run(argv: readonly string[]): Promise<number> {
   const f = parseFlags(argv, flags, usage);
   requireFlags(f, ["model", "text"], usage);
-  const model: GuildModel = await openModel(f.model!);
+  // The tokenizer is all this needs: vocab-only files work, no weights are read.
+  const model: GuildModel = await openModel(f.model!, { vocabOnly: true });
   try {
     const tokens = model.tokenize(f.text!, { addSpecial: false, parseSpecial: f["no-parse-special"] !== true });
     if (f["add-bos"]) {

@@ -1,10 +1,11 @@
 // A loaded model: weights, tokenizer and chat template.
 import { loadNative } from "./native.js";
-import type { NativeModel } from "./native-types.js";
+import type { NativeLoadOptions, NativeModel } from "./native-types.js";
 import {
   defaultContextSize,
   defaultKvCacheType,
   defaultThreads,
+  type LoadCheckOptions,
   type LoadModelOptions,
   type SessionOptions,
 } from "./options.js";
@@ -24,6 +25,22 @@ export interface DetokenizeOptions {
   unparseSpecial?: boolean;
 }
 
+/** A load's options as the addon reads them (the same for a load and its pre-flight check). */
+function nativeLoadOptions(options: LoadCheckOptions & Pick<LoadModelOptions, "vocabOnly">): NativeLoadOptions {
+  return {
+    threads: options.threads ?? defaultThreads,
+    contextSize: options.contextSize ?? defaultContextSize,
+    kvType: options.kvCacheType ?? defaultKvCacheType,
+    ...(options.packagesDir !== undefined ? { packagesDir: options.packagesDir } : {}),
+    ...(options.gpu !== undefined ? { gpu: options.gpu } : {}),
+    ...(options.gpuBudgetGiB !== undefined ? { gpuBudgetBytes: options.gpuBudgetGiB * 2 ** 30 } : {}),
+    ...(options.expertsOnCpu !== undefined ? { expertsOnCpu: options.expertsOnCpu } : {}),
+    ...(options.gpuPeers !== undefined ? { gpuPeers: options.gpuPeers } : {}),
+    ...(options.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetBytes: options.gpuPeerBudgetGiB * 2 ** 30 } : {}),
+    ...(options.vocabOnly !== undefined ? { vocabOnly: options.vocabOnly } : {}),
+  };
+}
+
 /** The rejection of an aborted operation: the signal's reason, or an AbortError. */
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("The operation was aborted", "AbortError");
@@ -41,22 +58,7 @@ export class GuildModel {
     const { signal } = options;
     if (signal?.aborted) throw abortReason(signal);
     try {
-      const native = await loadNative().loadModel(
-        path,
-        {
-          threads: options.threads ?? defaultThreads,
-          contextSize: options.contextSize ?? defaultContextSize,
-          kvType: options.kvCacheType ?? defaultKvCacheType,
-          ...(options.packagesDir !== undefined ? { packagesDir: options.packagesDir } : {}),
-          ...(options.gpu !== undefined ? { gpu: options.gpu } : {}),
-          ...(options.gpuBudgetGiB !== undefined ? { gpuBudgetBytes: options.gpuBudgetGiB * 2 ** 30 } : {}),
-          ...(options.expertsOnCpu !== undefined ? { expertsOnCpu: options.expertsOnCpu } : {}),
-          ...(options.gpuPeers !== undefined ? { gpuPeers: options.gpuPeers } : {}),
-          ...(options.gpuPeerBudgetGiB !== undefined ? { gpuPeerBudgetBytes: options.gpuPeerBudgetGiB * 2 ** 30 } : {}),
-        },
-        options.onProgress,
-        signal,
-      );
+      const native = await loadNative().loadModel(path, nativeLoadOptions(options), options.onProgress, signal);
       if (signal?.aborted) {
         native.dispose();
         throw abortReason(signal);
@@ -158,6 +160,112 @@ export class GuildModel {
 /** guild_inspect_json: what the file holds, without loading the weights. */
 export async function inspectModel(path: string): Promise<Record<string, unknown>> {
   return JSON.parse(await loadNative().inspect(path)) as Record<string, unknown>;
+}
+
+/** One session's memory as the runtime computes it (runtime/session_memory.h). */
+export interface SessionMemoryEstimate {
+  contextSize: number;
+  kvBytes: number;
+  scratchBytes: number;
+  perThreadBytes: number;
+  logitsBytes: number;
+  historyBytes: number;
+  totalBytes: number;
+}
+
+/**
+ * What a load would take, from the stages the check ran (a field is absent when its stage did not
+ * run: the check stopped before it).
+ */
+export interface LoadEstimate {
+  threads?: number;
+  contextSize?: number;
+  kvCacheType?: string;
+  /** Bytes the load binds: dense weights (embeddings, attention, norms, routers, dense FFNs, head) and routed experts. */
+  denseBytes?: number;
+  expertBytes?: number;
+  weightBytes?: number;
+  /** Tensors the file leaves misaligned for their type, copied by the load (RAM). */
+  alignedCopyBytes?: number;
+  /** Where the weights go: "cpu", or on the GPU "gpu" (all of it), "hybrid", "experts on the CPU". */
+  placement?: string;
+  /** "cuda:N" when a GPU would hold the model. */
+  gpuDevice?: string;
+  /** The GPU budget arithmetic (budget_gib, dense_kv_scratch_gib, all_on_gpu_gib, mode, …). */
+  gpu?: Record<string, unknown>;
+  /** One session of the load's context, and what it was held to (available memory less headroom). */
+  session?: SessionMemoryEstimate;
+  memoryAvailableBytes?: number;
+}
+
+/** The runtime's pre-flight check of a load (guild_model_check, docs/C_ABI.md "Pre-flight check"). */
+export interface LoadCheck {
+  /** True exactly when the load with the same options would succeed (as far as files and memory decide it). */
+  ok: boolean;
+  /** The guild_status name: "ok", "unsupported", "format", "io", "out_of_memory", "invalid_argument", … */
+  status: string;
+  /** The load stage whose failure the load would end with (LOAD_STAGES), or null. */
+  stage: string | null;
+  /** The load's one-line error, word for word, or null. */
+  error: string | null;
+  estimate: LoadEstimate;
+  /** The StartupProfile of the stages the check ran (skipped ones say so in their detail). */
+  profile: Record<string, unknown> | null;
+}
+
+const numberOr = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+const stringOr = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+const objectOr = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
+function sessionOf(v: Record<string, unknown> | undefined): SessionMemoryEstimate | undefined {
+  if (!v) return undefined;
+  const n = (k: string) => numberOr(v[k]) ?? 0;
+  return {
+    contextSize: n("n_ctx"), kvBytes: n("kv_bytes"), scratchBytes: n("scratch_bytes"), perThreadBytes: n("per_thread_bytes"),
+    logitsBytes: n("logits_bytes"), historyBytes: n("history_bytes"), totalBytes: n("total_bytes"),
+  };
+}
+
+/** The check's JSON in the app's terms. */
+export function parseLoadCheck(json: string): LoadCheck {
+  const v = JSON.parse(json) as Record<string, unknown>;
+  const e = objectOr(v["estimate"]) ?? {};
+  const estimate: LoadEstimate = {};
+  const put = <K extends keyof LoadEstimate>(key: K, value: LoadEstimate[K] | undefined) => {
+    if (value !== undefined) estimate[key] = value;
+  };
+  put("threads", numberOr(e["threads"]));
+  put("contextSize", numberOr(e["n_ctx"]));
+  put("kvCacheType", stringOr(e["kv_type"]));
+  put("denseBytes", numberOr(e["dense_bytes"]));
+  put("expertBytes", numberOr(e["expert_bytes"]));
+  put("weightBytes", numberOr(e["weight_bytes"]));
+  put("alignedCopyBytes", numberOr(e["aligned_copy_bytes"]));
+  put("placement", stringOr(e["placement"]));
+  put("gpuDevice", stringOr(e["gpu_device"]));
+  put("gpu", objectOr(e["gpu"]));
+  put("session", sessionOf(objectOr(e["session"])));
+  put("memoryAvailableBytes", numberOr(e["memory_available_bytes"]));
+  return {
+    ok: v["ok"] === true,
+    status: stringOr(v["status"]) ?? "internal",
+    stage: stringOr(v["stage"]) ?? null,
+    error: stringOr(v["error"]) ?? null,
+    estimate,
+    profile: objectOr(v["profile"]) ?? null,
+  };
+}
+
+/**
+ * The runtime's pre-flight check: would GuildModel.load(path, options) succeed, and what would it take?
+ * It runs the load's own stages that decide it (kernel packages as a load picks them, the file, the
+ * architecture and every tensor type, hyper-parameter and shape checks, the GPU budget, session memory,
+ * the tokenizer) and nothing that binds, leases, copies or uploads; off the JS thread. A refusal
+ * resolves (ok false, with the load's error and stage); only malformed options reject.
+ */
+export async function checkModelLoad(path: string, options: LoadCheckOptions = {}): Promise<LoadCheck> {
+  return parseLoadCheck(await loadNative().checkModel(path, nativeLoadOptions(options)));
 }
 
 /** Which holder (model, session) pins which kernel provider right now. */

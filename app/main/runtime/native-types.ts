@@ -18,6 +18,8 @@ export interface NativeLoadOptions {
   gpuPeers?: string;
   /** Device memory of each peer GPU's expert cache, in bytes. */
   gpuPeerBudgetBytes?: number;
+  /** Open the tokenizer only: no weights, no kernel packages; sessions are refused. */
+  vocabOnly?: boolean;
 }
 
 export interface NativeGenerateOptions {
@@ -106,6 +108,11 @@ export interface NativeBinding {
     onProgress?: (stage: string, fraction: number) => void,
     signal?: AbortSignal,
   ): Promise<NativeModel>;
+  /**
+   * guild_model_check, off the JS thread: would loadModel(path, options) succeed? Resolves with the
+   * JSON verdict ("guild.load-check/1"); rejects only for malformed arguments.
+   */
+  checkModel(path: string, options?: NativeLoadOptions): Promise<string>;
   /** guild_inspect_json, off the JS thread. */
   inspect(path: string): Promise<string>;
   abiVersion(): number;

@@ -46,11 +46,20 @@ export interface LoadModelOptions {
   gpuPeers?: string;
   /** Device memory of each peer GPU's expert cache, in GiB. Absent: each peer's free memory less 1 GiB. */
   gpuPeerBudgetGiB?: number;
+  /**
+   * Open the file for its tokenizer only (a vocab-only GGUF works too): no weights are bound and no
+   * kernel package is needed. tokenize / detokenize / tokenToPiece work; createSession rejects and
+   * `ready` is false. Defaults to false.
+   */
+  vocabOnly?: boolean;
   /** Called on the JS thread as each load stage advances (`fraction` is 0..1 within the load). */
   onProgress?: (stage: string, fraction: number) => void;
   /** Aborts the load; the promise then rejects with the signal's reason. */
   signal?: AbortSignal;
 }
+
+/** What a pre-flight check is asked: the options of the load it stands for (a check is of a full load). */
+export type LoadCheckOptions = Omit<LoadModelOptions, "vocabOnly" | "onProgress" | "signal">;
 
 export const defaultThreads = 0 satisfies NonNullable<LoadModelOptions["threads"]>;
 export const defaultContextSize = 0 satisfies NonNullable<LoadModelOptions["contextSize"]>;

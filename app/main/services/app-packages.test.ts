@@ -1,14 +1,17 @@
 // The app's PackageService over the real kernel-package engine and the
 // native build's packages: install from a path and from uploaded bytes,
 // uninstall, the events they announce, and the plain errors (pinned by a
-// loaded model, not a package, too large, unavailable).
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// loaded model, not a package, too large, unavailable; an uploaded package
+// whose library crashes while checked: the server process survives, never
+// ran it, and keeps no staging files).
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { builtPackagesSkipReason, packBuiltPackage } from "../../test/built-packages.js";
+import { constructorRanIn, stagingLeftovers, testPackageLibsSkipReason, writeTestArchive } from "../../test/test-package-libs.js";
 import { maxUploadBytes, type EventName, type PackageInfo } from "../../shared/app-contract.js";
 import { embeddedModelPath } from "../paths.js";
 import { kernelLeases } from "../runtime/model.js";
@@ -76,6 +79,27 @@ describe.skipIf(builtPackagesSkipReason !== "")("AppPackageService over the pack
     await expect(uploaded).rejects.toThrow(/^junk\.gkpkg: not a \.gkpkg/);
     await expect(svc.install({ path: path.join(work, "missing.gkpkg") })).rejects.toThrow(/missing\.gkpkg/);
     await expect(svc.install({ path: "  " })).rejects.toThrow(/path is required/);
+  });
+
+  it.skipIf(testPackageLibsSkipReason !== "")("an uploaded package whose library crashes when checked is refused; the server never ran it", async () => {
+    const marks = path.join(work, "marks");
+    mkdirSync(marks, { recursive: true });
+    process.env["GUILD_TEST_PROVIDER_MARKS"] = marks;
+    try {
+      const data = readFileSync(writeTestArchive(work, "test-query-segv")).toString("base64");
+      const before = changed.length;
+      await expect(svc.installUpload({ fileName: "test-query-segv.gkpkg", data })).rejects.toThrow(
+        /^test-query-segv\.gkpkg: package test-query-segv 1\.0\.0 cannot be installed: libtest-query-segv\.so: the package library crashed while being checked \(SIGSEGV\)$/,
+      );
+      expect(changed.length).toBe(before);
+      expect(stagingLeftovers(dir)).toEqual([]);
+      expect(existsSync(path.join(dir, "test-query-segv"))).toBe(false);
+      expect(constructorRanIn(marks, "test-query-segv").length).toBeGreaterThan(0);
+      expect(constructorRanIn(marks, "test-query-segv")).not.toContain(process.pid);
+      expect(process.env["GUILD_TEST_PROVIDER_RAN"]).toBeUndefined();
+    } finally {
+      delete process.env["GUILD_TEST_PROVIDER_MARKS"];
+    }
   });
 
   it("refuses to uninstall or disable a package a loaded model pins, naming the model", async () => {

@@ -4,9 +4,13 @@
 // disabled (the error names the holder); bad archives are errors as values;
 // disabling cpu-avx2 makes the next load use cpu-generic with the same output;
 // the bundled packages (found next to the addon) are listed and can be
-// disabled through the user's folder but not uninstalled.
+// disabled through the user's folder but not uninstalled. Install checks run
+// a package's code only in a child process (a crashing or exiting library is
+// an error value, this process never ran it); a corrupt state file or a
+// .leases that is not a directory is an error, never "all enabled", and
+// reset-state sets the file aside.
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -14,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { runCli } from "../../test/cli.js";
 import { fixturesSkipReason, haveFixtures, modelPath, readExpectedJson } from "../../test/fixtures.js";
+import { constructorRanIn, stagingLeftovers, testPackageLibsSkipReason, writeTestArchive } from "../../test/test-package-libs.js";
 import { projectRoot } from "../paths.js";
 import { GuildModel } from "../runtime/model.js";
 import { loadNative } from "../runtime/native.js";
@@ -189,6 +194,81 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
     });
   });
 
+  describe.skipIf(testPackageLibsSkipReason !== "")("install checks", () => {
+    it("a library that crashes or exits while checked is an error value; this process survives and never ran it", async () => {
+      const dir = path.join(work, "probe");
+      const marks = path.join(work, "probe-marks");
+      mkdirSync(marks, { recursive: true });
+      process.env["GUILD_TEST_PROVIDER_MARKS"] = marks;
+      try {
+        const svc = new PackageService({ dir });
+        const cases: [string, RegExp][] = [
+          ["test-query-segv", /: libtest-query-segv\.so: the package library crashed while being checked \(SIGSEGV\)$/],
+          ["test-ctor-exit", /: libtest-ctor-exit\.so: the package library ended the check with exit status 7$/],
+        ];
+        for (const [name, message] of cases) {
+          expect(await svc.install(writeTestArchive(work, name))).toMatchObject({ ok: false, code: "unsupported", message: expect.stringMatching(message) });
+          expect(stagingLeftovers(dir)).toEqual([]);
+          const ranIn = constructorRanIn(marks, name);
+          expect(ranIn.length).toBeGreaterThan(0);
+          expect(ranIn).not.toContain(process.pid);
+        }
+        // A valid one installs, checked the same way.
+        expect(await svc.install(writeTestArchive(work, "test-ok"))).toEqual({ ok: true, value: "test-ok" });
+        expect(constructorRanIn(marks, "test-ok")).toHaveLength(1);
+        expect(constructorRanIn(marks, "test-ok")).not.toContain(process.pid);
+        expect(process.env["GUILD_TEST_PROVIDER_RAN"]).toBeUndefined();
+        const list = await svc.list();
+        expect(list.ok && list.value.packages.map((p) => p.name)).toEqual(["test-ok"]);
+      } finally {
+        delete process.env["GUILD_TEST_PROVIDER_MARKS"];
+      }
+    });
+  });
+
+  it("a corrupt state file is an error naming it, stays as it was, and reset-state sets it aside", async () => {
+    const dir = path.join(work, "corrupt-state");
+    const svc = new PackageService({ dir });
+    const archive = path.join(work, "cpu-generic-state.gkpkg");
+    expect((await svc.pack(path.join(builtDir, "cpu-generic"), archive)).ok).toBe(true);
+    expect((await svc.install(archive)).ok).toBe(true);
+    expect((await svc.disable("cpu-generic")).ok).toBe(true);
+    const stateFile = path.join(dir, "state.json");
+    const truncated = readFileSync(stateFile, "utf8").slice(0, 40);
+    writeFileSync(stateFile, truncated);
+    const namesTheFile = (r: { ok: boolean; code?: string; message?: string }): void => {
+      expect(r).toMatchObject({ ok: false, code: "format" });
+      expect(r.message?.startsWith(`${stateFile} is corrupt (`)).toBe(true);
+      expect(r.message).toContain("guild packages reset-state");
+    };
+    namesTheFile(await svc.list());
+    namesTheFile(await svc.enable("cpu-generic"));
+    namesTheFile(await svc.pin("m.gguf", "cpu-generic", "1.0.0"));
+    expect(readFileSync(stateFile, "utf8")).toBe(truncated);
+    const reset = await svc.resetState();
+    expect(reset).toEqual({ ok: true, value: expect.any(String) });
+    if (!reset.ok || reset.value === null) return;
+    expect(reset.value.startsWith(`${stateFile}.set-aside-`)).toBe(true);
+    expect(readFileSync(reset.value, "utf8")).toBe(truncated);
+    const list = await svc.list();
+    expect(list.ok && list.value.packages.map((p) => [p.name, p.enabled])).toEqual([["cpu-generic", true]]);
+    expect(await svc.resetState()).toEqual({ ok: true, value: null });
+  });
+
+  it("a .leases that is not a directory makes uninstall and disable refuse", async () => {
+    const dir = path.join(work, "bad-leases");
+    const svc = new PackageService({ dir });
+    const archive = path.join(work, "cpu-generic-leases.gkpkg");
+    expect((await svc.pack(path.join(builtDir, "cpu-generic"), archive)).ok).toBe(true);
+    expect((await svc.install(archive)).ok).toBe(true);
+    writeFileSync(path.join(dir, ".leases"), "not a directory");
+    const named = expect.stringContaining(`${path.join(dir, ".leases")} is a regular file, not a directory`);
+    expect(await svc.uninstall("cpu-generic")).toEqual({ ok: false, code: "io", message: named });
+    expect(await svc.disable("cpu-generic")).toEqual({ ok: false, code: "io", message: named });
+    expect(await svc.list()).toEqual({ ok: false, code: "io", message: named });
+    expect(existsSync(path.join(dir, "cpu-generic"))).toBe(true);
+  });
+
   describe.skipIf(!haveFixtures || !hasAvx2)("with a loaded model", () => {
     it("leases block disable until released; disabling cpu-avx2 switches the next load to cpu-generic, same output", async () => {
       const dir = path.join(work, "model");
@@ -247,3 +327,4 @@ describe.skipIf(skipReason !== "")("PackageService", () => {
 });
 
 if (!haveFixtures) console.warn(`guild tests: package model test skipped: ${fixturesSkipReason}`);
+if (testPackageLibsSkipReason) console.warn(`guild tests: package install-check tests skipped: ${testPackageLibsSkipReason}`);

@@ -1,7 +1,9 @@
 // PackageService: kernel packages (docs/PACKAGES.md) for the GUI and the CLI —
-// list, enable, disable, install (.gkpkg), uninstall, pin, pack. Every
-// operation resolves to a typed result; failures are values ({ ok: false,
-// code, message }), never exceptions, so the UI can show them as they are.
+// list, enable, disable, install (.gkpkg), uninstall, pin, pack, reset-state.
+// Every operation resolves to a typed result; failures are values ({ ok:
+// false, code, message }), never exceptions, so the UI can show them as they
+// are. A state file or lease records the runtime cannot read make list() fail
+// too (fail closed: it cannot say what is enabled or in use).
 import { loadNative } from "../runtime/native.js";
 
 /** Why an operation failed: the C ABI's status name, or "addon" when the native addon could not be used. */
@@ -74,6 +76,8 @@ interface OpResult {
   status: string;
   error?: string;
   name?: string;
+  /** reset-state: where the state file was set aside. */
+  path?: string;
 }
 
 /** The addon's package functions (native/addon/packages.h). */
@@ -86,6 +90,18 @@ interface PackageBinding {
   packageInstall(dir: string | null, file: string): Promise<OpResult>;
   packagePin(dir: string | null, model: string, name: string, version?: string | null): Promise<OpResult>;
   packagePack(packageDir: string, outFile: string): Promise<OpResult>;
+  packagesResetState(dir: string | null): Promise<OpResult>;
+}
+
+interface RawList {
+  dir: string;
+  exists: boolean;
+  bundled_dir?: string | null;
+  /** The state file cannot be read ("corrupt" or "io"): nothing can be decided. */
+  state_error?: { status: string; message: string } | null;
+  /** The lease records cannot be read: nobody can say what is in use. */
+  leases_error?: string | null;
+  packages: RawEntry[];
 }
 
 interface RawEntry {
@@ -165,9 +181,12 @@ export class PackageService {
     }
   }
 
+  /** Fails ("format" or "io", naming the file) while the state file or the lease records cannot be read. */
   async list(): Promise<PackageResult<PackageList>> {
     return this.call(async (b, dir) => {
-      const raw = JSON.parse(await b.packagesList(dir)) as { dir: string; exists: boolean; bundled_dir?: string | null; packages: RawEntry[] };
+      const raw = JSON.parse(await b.packagesList(dir)) as RawList;
+      if (raw.state_error) return failure(raw.state_error.status === "corrupt" ? "format" : "io", raw.state_error.message);
+      if (raw.leases_error) return failure("io", raw.leases_error);
       return {
         ok: true,
         value: {
@@ -224,5 +243,17 @@ export class PackageService {
   /** Packs a package directory (manifest + library) into a .gkpkg archive. */
   async pack(packageDir: string, outFile: string): Promise<PackageResult<void>> {
     return this.call(async (b) => fromOp(await b.packagePack(packageDir, outFile), undefined));
+  }
+
+  /**
+   * Sets the state file aside (kept, renamed) so the defaults apply again: every package enabled, no pins.
+   * The way out of a corrupt state file. Resolves to where it went, or null when there was none.
+   */
+  async resetState(): Promise<PackageResult<string | null>> {
+    return this.call(async (b, dir) => {
+      if (typeof b.packagesResetState !== "function") return failure("addon", "the native addon predates reset-state; rebuild it");
+      const r = await b.packagesResetState(dir);
+      return fromOp(r, r.path ?? null);
+    });
   }
 }

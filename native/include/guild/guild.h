@@ -73,6 +73,10 @@ typedef struct guild_load_params {
   const char* gpu_peers;
   /* Device memory of each peer's expert cache, in bytes; <= 0 = its free memory less 1 GiB. */
   double gpu_peer_budget_bytes;
+  /* Nonzero: open the file for its tokenizer only (a vocab-only GGUF, or any model without
+   * reading its weights or kernel packages). The tokenizer functions and the getters work;
+   * guild_session_create fails and guild_model_ready is 0. */
+  int32_t vocab_only;
 } guild_load_params;
 
 GUILD_API guild_load_params guild_load_params_default(void);
@@ -82,6 +86,21 @@ GUILD_API guild_load_params guild_load_params_default(void);
 GUILD_API guild_model* guild_model_load(const char* path, const guild_load_params* params,
                                         char** error);
 GUILD_API void guild_model_free(guild_model* model);
+
+/* Pre-flight check: would guild_model_load(path, params) succeed, and what
+ * would it take? Runs the load stages that decide it with the load's own code
+ * (device policy, kernel packages as a load picks them, container, runner,
+ * execution state, every tensor as stages 9-10 bind it, the GPU budget,
+ * session memory, tokenizer) and skips the rest: no worker pool, no lease, no
+ * copy or upload, no weight page read. On GUILD_OK, *result_json (free with
+ * guild_string_free; schema "guild.load-check/1", docs/C_ABI.md) holds the
+ * verdict: {"ok", "status", "stage", "error", "estimate", "profile"}, where
+ * "error" is the line the load would fail with, word for word, and "stage"
+ * the stage that gives it. Any other status (a null path or result_json, a
+ * malformed params field, with the load's message in *error) has no verdict.
+ * params->progress is honoured; vocab_only is ignored. */
+GUILD_API guild_status guild_model_check(const char* path, const guild_load_params* params, char** result_json,
+                                         char** error);
 
 /* JSON description of a loaded model (architecture, sizes, vocab, ...). */
 GUILD_API char* guild_model_info_json(const guild_model* model);
@@ -123,7 +142,9 @@ GUILD_API void guild_session_free(guild_session* session);
 GUILD_API void guild_session_reset(guild_session* session);
 
 /* Appends tokens to the session (prefill) and writes logits: one row of
- * n_vocab floats per token if all_rows, else only the last row. */
+ * n_vocab floats per token if all_rows, else only the last row.
+ * GUILD_ERR_IO when the model file changed on disk since the load (the model
+ * is then not ready: reload it); GUILD_ERR_NOT_READY after that. */
 GUILD_API guild_status guild_eval(guild_session* session, const int32_t* tokens, int32_t n_tokens,
                                   int32_t all_rows, float* logits, char** error);
 
@@ -181,7 +202,9 @@ typedef struct guild_generate_result {
   int32_t n_accepted;        /* of which accepted */
 } guild_generate_result;
 
-/* Generates from the prompt. Blocks; call from a worker thread. */
+/* Generates from the prompt. Blocks; call from a worker thread. GUILD_ERR_IO
+ * when the model file changed on disk since the load (checked before the
+ * request and after every pass; the model is then not ready). */
 GUILD_API guild_status guild_generate(guild_session* session, const guild_generate_params* params,
                                       guild_generate_result* result, char** error);
 
@@ -207,14 +230,22 @@ GUILD_API void guild_testing_inject_fault(guild_model* model);
 
 /* The default packages directory. */
 GUILD_API char* guild_packages_default_dir(void);
-/* JSON (schema "guild.packages-list/1"): {dir, exists, packages: [{name,
- * version, enabled, compatible, reason, pinned_by: [holder…], …}]}. */
+/* JSON (schema "guild.packages-list/1"): {dir, exists, bundled_dir,
+ * state_error, leases_error, packages: [{name, version, enabled, compatible,
+ * reason, pinned_by: [holder…], …}]}. state_error ({status: "corrupt"|"io",
+ * message} or null): the state file cannot be read, so every package reads
+ * as disabled and state changes fail until it is fixed or reset;
+ * leases_error (string or null): the lease records cannot be read. */
 GUILD_API char* guild_packages_list_json(const char* dir);
 GUILD_API guild_status guild_package_enable(const char* dir, const char* name, char** error);
 /* Fails with GUILD_ERR_BUSY, naming the holders, while a model or session leases it. */
 GUILD_API guild_status guild_package_disable(const char* dir, const char* name, char** error);
 /* Installs (or replaces) a package from a .gkpkg archive; *installed_name (if
- * non-null) receives its name. Checksums, ABI and CPU requirements are checked. */
+ * non-null) receives its name. Checksums, the manifest, ABI and CPU
+ * requirements and the library's ELF header are checked by reading files; its
+ * provider ABI by guild-package-probe in a child process (the library never
+ * runs in this process): UNSUPPORTED with one line when it crashes, exits,
+ * hangs (10 s) or is not a provider; IO when the probe is missing. */
 GUILD_API guild_status guild_package_install(const char* dir, const char* archive_file, char** installed_name,
                                              char** error);
 GUILD_API guild_status guild_package_uninstall(const char* dir, const char* name, char** error);
@@ -223,6 +254,10 @@ GUILD_API guild_status guild_package_pin(const char* dir, const char* model, con
                                          char** error);
 /* Packs a package directory (manifest + library) into a .gkpkg archive. */
 GUILD_API guild_status guild_package_pack(const char* package_dir, const char* out_file, char** error);
+/* Sets the state file (state.json) aside so the defaults apply (every package
+ * enabled, no pins): the way out of a corrupt one. *moved_to (if non-null)
+ * receives its new path, or null when there was no state file. */
+GUILD_API guild_status guild_packages_reset_state(const char* dir, char** moved_to, char** error);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "quant_tables.h"
 #include "rope.cuh"
 
 namespace guild::cuda {
@@ -638,6 +639,7 @@ bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed) == 1; }
 cudaError_t kernels_init() {
   cudaError_t err = gemm_kernels_init();
   if (err != cudaSuccess) return err;
+  if ((err = quant_tables_init()) != cudaSuccess) return err;
   // Programmatic dependent launch: on when every device initialised so far
   // has compute capability 9.0+ (GUILD_CUDA_PDL=0 turns it off, for measuring).
   int dev = 0, major = 0;

@@ -59,8 +59,11 @@ inline cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, 
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
-                   kBF16 = 30;
+// GGUF type ids (core/tensor_type.h) as template arguments.
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10,
+                   kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ2_XXS = 16, kIQ2_XS = 17, kIQ3_XXS = 18,
+                   kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21, kIQ2_S = 22, kIQ4_XS = 23, kIQ1_M = 29, kBF16 = 30,
+                   kTQ1_0 = 34, kTQ2_0 = 35, kMXFP4 = 39;
 
 __device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__ushort_as_half((unsigned short)bits16)); }
 __device__ __forceinline__ float bf2f(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
@@ -124,6 +127,44 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) { return __dp4a(a, b, c
 
 // Spreads 4 bits to bit 0 of each byte.
 __device__ __forceinline__ uint32_t spread4(uint32_t x) { return (x * 0x00204081u) & 0x01010101u; }
+
+// 16 bytes at p (any alignment) as four little-endian words: aligned 32-bit
+// loads of the words that hold them, joined by funnel shifts. Every word read
+// holds at least one of the 16 bytes, so nothing outside a buffer whose start
+// and end are 4-byte aligned is touched (weight rows, their staged copies and
+// whole matrices are 16-byte aligned). For MXFP4's 17-byte blocks.
+__device__ __forceinline__ void ld_16_a1(const uint8_t* p, uint32_t* out) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(a & ~static_cast<uintptr_t>(3));
+  const uint32_t sh = 8u * static_cast<uint32_t>(a & 3);
+  uint32_t w[5];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = ld_u32(base + 4 * i);
+  w[4] = sh ? ld_u32(base + 16) : 0u;  // only when the 16 bytes reach into it
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = __funnelshift_r(w[i], w[i + 1], sh);
+}
+
+// Four 4-bit indices (byte n of idx, 0..15) looked up in a 16-byte table held
+// as four little-endian words t0..t3: byte n of the result = table byte idx_n.
+// The table halves are permuted with the low 3 index bits, bit 3 picks one.
+__device__ __forceinline__ uint32_t lut16(uint32_t idx, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3) {
+  const uint32_t sel = (idx & 0x7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+  const uint32_t lo = __byte_perm(t0, t1, sel);
+  const uint32_t hi = __byte_perm(t2, t3, sel);
+  const uint32_t pick_hi = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return (lo & ~pick_hi) | (hi & pick_hi);
+}
+
+// The int8 lanes of v negated where bit n of bits (n < 4) is set: (x ^ 0xFF) - 0xFF
+// per byte (no borrow between bytes) is -x, and x - 0 is x.
+__device__ __forceinline__ uint32_t negate_bytes(uint32_t v, uint32_t bits) {
+  const uint32_t m = spread4(bits & 0xFu) * 0xFFu;
+  return __vsub4(v ^ m, m);
+}
+
+// Sum of the four int8 lanes of a (a dp4a with ones).
+__device__ __forceinline__ int byte_sum(int a, int acc) { return dp4a(0x01010101, a, acc); }
 
 // Byte i (0..11) of the 12 packed K-quant scale bytes held in three words.
 __device__ __forceinline__ uint32_t kbyte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
@@ -574,23 +615,6 @@ template <> struct Deq<kBF16> {
     }
   }
 };
-
-// Dispatches a functor templated on the type id; returns false for unsupported types.
-template <typename F>
-__host__ bool dispatch_type(uint32_t type, F&& f) {
-  switch (type) {
-    case kF32: f.template operator()<kF32>(); return true;
-    case kF16: f.template operator()<kF16>(); return true;
-    case kBF16: f.template operator()<kBF16>(); return true;
-    case kQ4_0: f.template operator()<kQ4_0>(); return true;
-    case kQ5_0: f.template operator()<kQ5_0>(); return true;
-    case kQ8_0: f.template operator()<kQ8_0>(); return true;
-    case kQ4_K: f.template operator()<kQ4_K>(); return true;
-    case kQ5_K: f.template operator()<kQ5_K>(); return true;
-    case kQ6_K: f.template operator()<kQ6_K>(); return true;
-    default: return false;
-  }
-}
 
 inline bool is_float_type(uint32_t t) { return t == kF32 || t == kF16 || t == kBF16; }
 

@@ -71,7 +71,11 @@ struct MoeGroups {
 
 // ---- capability and sizing --------------------------------------------------------
 
-// Weight types of the matrix kernels: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K.
+// Weight types of the matrix kernels (gemv*, gemm*, moe_*, get_rows): every
+// type the CPU tables run — F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S, TQ1_0, TQ2_0. The IQ1/IQ2/IQ3 kernels read grids that
+// kernels_init() fills; before it, their launches return cudaErrorInitializationError.
 bool matrix_type_supported(uint32_t type);
 ActFormat act_format_gemv(uint32_t type);  // F32 (float weights) or Q8_1
 ActFormat act_format_gemm(uint32_t type);  // F32 (F32 weights: exact SIMT path) or F16 (tensor cores)
@@ -88,9 +92,10 @@ size_t attention_decode_workspace_floats(int n_head, int head_dim, int n_ctx);
 // prefill: 32, 64, 96, 128).
 bool attention_head_dim_supported(int head_dim, bool prefill);
 
-// Raises the dynamic shared-memory limits of the kernels that need it. Called
-// once per device before the first launch (CudaDecoder::create does); the
-// launchers call it too, so it is only needed before a graph capture.
+// Raises the dynamic shared-memory limits of the kernels that need it and
+// fills the device's IQ grids (synchronous copies). Called once per device
+// before the first launch (CudaDecoder::create does); the launchers raise the
+// limits themselves too, but the grid types need it (and never inside a graph capture).
 cudaError_t kernels_init();
 
 // ---- activations ------------------------------------------------------------------

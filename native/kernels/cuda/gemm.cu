@@ -15,9 +15,11 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "common.cuh"
+#include "quant_tables.h"
+#include "quant_types.cuh"
 
 namespace guild::cuda {
+GUILD_IQ_GRID_UPLOADER(iq_grids_upload_gemm)
 namespace {
 
 constexpr int kBM = 128;   // weight rows per block
@@ -101,6 +103,24 @@ template <> struct Stage<kQ8_0> { static constexpr int SK = 128, BYTES = 136; };
 template <> struct Stage<kQ4_K> { static constexpr int SK = 256, BYTES = 144; };
 template <> struct Stage<kQ5_K> { static constexpr int SK = 256, BYTES = 176; };
 template <> struct Stage<kQ6_K> { static constexpr int SK = 256, BYTES = 210; };
+// The other types: one super-block (or eight 32-element blocks) per stage,
+// dequantized into the fp16 tile.
+template <> struct Stage<kQ4_1> { static constexpr int SK = 256, BYTES = 160; };
+template <> struct Stage<kQ5_1> { static constexpr int SK = 256, BYTES = 192; };
+template <> struct Stage<kIQ4_NL> { static constexpr int SK = 256, BYTES = 144; };
+template <> struct Stage<kMXFP4> { static constexpr int SK = 256, BYTES = 136; };
+template <> struct Stage<kQ2_K> { static constexpr int SK = 256, BYTES = 84; };
+template <> struct Stage<kQ3_K> { static constexpr int SK = 256, BYTES = 110; };
+template <> struct Stage<kIQ4_XS> { static constexpr int SK = 256, BYTES = 136; };
+template <> struct Stage<kIQ2_XXS> { static constexpr int SK = 256, BYTES = 66; };
+template <> struct Stage<kIQ2_XS> { static constexpr int SK = 256, BYTES = 74; };
+template <> struct Stage<kIQ2_S> { static constexpr int SK = 256, BYTES = 82; };
+template <> struct Stage<kIQ3_XXS> { static constexpr int SK = 256, BYTES = 98; };
+template <> struct Stage<kIQ3_S> { static constexpr int SK = 256, BYTES = 110; };
+template <> struct Stage<kIQ1_S> { static constexpr int SK = 256, BYTES = 50; };
+template <> struct Stage<kIQ1_M> { static constexpr int SK = 256, BYTES = 56; };
+template <> struct Stage<kTQ1_0> { static constexpr int SK = 256, BYTES = 54; };
+template <> struct Stage<kTQ2_0> { static constexpr int SK = 256, BYTES = 66; };
 template <> struct Stage<kF16> { static constexpr int SK = 64, BYTES = 128; };
 template <> struct Stage<kBF16> { static constexpr int SK = 64, BYTES = 128; };
 
@@ -108,6 +128,7 @@ constexpr int low_alignment(int bytes) { return bytes % 16 == 0 ? 16 : bytes % 8
 
 template <uint32_t T> struct StageLayout {
   static constexpr int SK = Stage<T>::SK, BYTES = Stage<T>::BYTES;
+  static_assert(T == kF16 || T == kBF16 || BYTES == SK / Deq<T>::QK * Deq<T>::BYTES, "a stage is whole blocks");
   // Chunks one row's stage can touch: the bytes plus the worst start offset.
   static constexpr int CHUNKS = (BYTES + 16 - low_alignment(BYTES) + 15) / 16;
   // Row pitch in shared memory, in chunks: odd, so the rows a warp's threads
@@ -633,6 +654,7 @@ bool gemm_act(const DevMatrix& w, const ActView& act, GemmParams& p) {
 template <bool MOE, bool GLU = false>
 cudaError_t launch_gemm(const DevMatrix& w, const GemmParams& p, unsigned grid_y_dense, unsigned grid_y_moe,
                         cudaStream_t s) {
+  if (const cudaError_t e = grids_ready_for(w.type); e != cudaSuccess) return e;
   if (w.type == kF32) {
     if (GLU) return cudaErrorNotSupported;
     dim3 grid(ceil_div(max_n_out(p), 32), MOE ? grid_y_moe : grid_y_dense, static_cast<unsigned>(p.n_targets));
@@ -747,7 +769,8 @@ cudaError_t moe_gemm_glu(const DevMatrix& gate, const DevMatrix& up, const ActVi
 
 cudaError_t gemm_kernels_init() {
   cudaError_t err = cudaSuccess;
-  for (uint32_t t : {kF16, kBF16, kQ4_0, kQ5_0, kQ8_0, kQ4_K, kQ5_K, kQ6_K}) {
+  for (uint32_t t : {kF16, kBF16, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kIQ4_NL, kMXFP4, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K,
+                     kIQ4_XS, kIQ2_XXS, kIQ2_XS, kIQ2_S, kIQ3_XXS, kIQ3_S, kIQ1_S, kIQ1_M, kTQ1_0, kTQ2_0}) {
     dispatch_type(t, [&]<uint32_t T>() {
       if constexpr (T != kF32) {
         cudaError_t e1 = init_mma_attrs<T, kMoeTileTokens, true>();

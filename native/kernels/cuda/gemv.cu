@@ -1,7 +1,9 @@
 // Matrix-vector products for decode (public entry points). The kernels are in
 // gemv_impl.cuh, instantiated per type group in gemv_kquants.cu,
-// gemv_legacy.cu and gemv_float.cu (parallel compilation).
+// gemv_legacy.cu, gemv_float.cu, gemv_small_blocks.cu, gemv_lowbit.cu,
+// gemv_iq2.cu and gemv_iq13.cu (parallel compilation).
 #include "gemv_impl.cuh"
+#include "quant_tables.h"
 
 namespace guild::cuda {
 using namespace gemv_detail;
@@ -9,10 +11,18 @@ namespace {
 
 template <bool MOE, bool GLU, bool COMBINE = false>
 cudaError_t launch_any(uint32_t type, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {
+  if (const cudaError_t e = grids_ready_for(type); e != cudaSuccess) return e;
   switch (type) {
     case kQ4_K: case kQ5_K: case kQ6_K: return launch_kquant(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
     case kQ4_0: case kQ5_0: case kQ8_0: return launch_legacy(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
     case kF32: case kF16: case kBF16: return launch_float(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kQ4_1: case kQ5_1: case kIQ4_NL: case kMXFP4:
+      return launch_small_blocks(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kQ2_K: case kQ3_K: case kIQ4_XS: case kTQ1_0: case kTQ2_0:
+      return launch_lowbit(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kIQ2_XXS: case kIQ2_XS: case kIQ2_S: return launch_iq2(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
+    case kIQ1_S: case kIQ1_M: case kIQ3_XXS: case kIQ3_S:
+      return launch_iq13(type, MOE, GLU, COMBINE, p, max_cols, grid_y, s);
     default: return cudaErrorNotSupported;
   }
 }
@@ -65,7 +75,9 @@ bool same_shape(const DevMatrix& a, const DevMatrix& b) {
 
 bool matrix_type_supported(uint32_t type) {
   switch (type) {
-    case kF32: case kF16: case kBF16: case kQ4_0: case kQ5_0: case kQ8_0: case kQ4_K: case kQ5_K: case kQ6_K:
+    case kF32: case kF16: case kBF16: case kQ4_0: case kQ4_1: case kQ5_0: case kQ5_1: case kQ8_0: case kIQ4_NL:
+    case kMXFP4: case kQ2_K: case kQ3_K: case kQ4_K: case kQ5_K: case kQ6_K: case kIQ4_XS: case kIQ2_XXS:
+    case kIQ2_XS: case kIQ2_S: case kIQ3_XXS: case kIQ3_S: case kIQ1_S: case kIQ1_M: case kTQ1_0: case kTQ2_0:
       return true;
     default:
       return false;

@@ -508,6 +508,10 @@ cudaError_t launch_type(const GemvParams& p, int max_cols, unsigned grid_y, cuda
 cudaError_t launch_kquant(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
 cudaError_t launch_legacy(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
 cudaError_t launch_float(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_small_blocks(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_lowbit(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_iq2(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
+cudaError_t launch_iq13(uint32_t type, bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s);
 
 template <uint32_t T>
 cudaError_t launch_variant(bool moe, bool glu, bool combine, const GemvParams& p, int max_cols, unsigned grid_y, cudaStream_t s) {

@@ -2,11 +2,13 @@
 // store), MoE routing/grouping/combination, argmax and embedding lookups.
 #include <cmath>
 
-#include "common.cuh"
+#include "quant_tables.h"
+#include "quant_types.cuh"
 #include "rope.cuh"
 #include "route.cuh"
 
 namespace guild::cuda {
+GUILD_IQ_GRID_UPLOADER(iq_grids_upload_ops)
 namespace {
 
 // ---- activation formats ---------------------------------------------------------------
@@ -639,6 +641,7 @@ cudaError_t get_rows(const DevMatrix& table, const int32_t* ids, int n, float* o
   GUILD_CUDA_RETURN_IF(!table.data || !ids || !out || !matrix_type_supported(table.type), cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(n > 65535 || n < 0, cudaErrorInvalidValue);
   if (n == 0) return cudaSuccess;
+  if (const cudaError_t e = grids_ready_for(table.type); e != cudaSuccess) return e;
   const uint8_t* data = static_cast<const uint8_t*>(table.data);
   if (table.n_in % 32 != 0 || out_stride % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     GUILD_CUDA_RETURN_IF(!is_float_type(table.type), cudaErrorInvalidValue);

@@ -18,6 +18,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "artifact/mapping_guard.h"
 #include "core/tensor_type.h"
 
 namespace guild::gguf {
@@ -500,6 +501,10 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, std::string* e
     void* m = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, f->fd_, 0);
     if (m == MAP_FAILED) return set_error(std::string("cannot map: ") + std::strerror(errno));
     f->base_ = static_cast<const uint8_t*>(m);
+    f->mtime_sec_ = st.st_mtim.tv_sec;
+    f->mtime_nsec_ = st.st_mtim.tv_nsec;
+    // Reads of the mapping survive the file being cut short under it.
+    f->guard_slot_ = guard_mapping(m, static_cast<size_t>(f->size_));
     GgufParser parser(*f);
     if (!parser.parse()) return set_error(parser.error());
     return f;
@@ -511,8 +516,32 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, std::string* e
 }
 
 GgufFile::~GgufFile() {
+  unguard_mapping(guard_slot_);
   if (base_) ::munmap(const_cast<uint8_t*>(base_), static_cast<size_t>(size_));
   if (fd_ >= 0) ::close(fd_);
+}
+
+bool GgufFile::read_faulted() const { return mapping_faulted(guard_slot_); }
+
+bool GgufFile::changed_on_disk(std::string* why) const {
+  if (read_faulted()) {
+    if (why) *why = "it was cut short while mapped";
+    return true;
+  }
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) {
+    if (why) *why = std::string("cannot stat it: ") + std::strerror(errno);
+    return true;
+  }
+  if (static_cast<uint64_t>(st.st_size) != size_) {
+    if (why) *why = "size " + num(size_) + " -> " + num(static_cast<uint64_t>(st.st_size)) + " bytes";
+    return true;
+  }
+  if (st.st_mtim.tv_sec != mtime_sec_ || st.st_mtim.tv_nsec != mtime_nsec_) {
+    if (why) *why = "rewritten: its modification time changed";
+    return true;
+  }
+  return false;
 }
 
 const MetaValue* GgufFile::find(std::string_view key) const {
@@ -654,6 +683,18 @@ uint64_t ModelFiles::file_bytes() const {
   uint64_t sum = 0;
   for (const auto& shard : shards_) sum += shard->file_size();
   return sum;
+}
+
+bool ModelFiles::unchanged_on_disk(std::string* error) const {
+  std::string why;
+  for (const auto& shard : shards_) {
+    if (!shard->changed_on_disk(&why)) continue;
+    if (error)
+      *error = "model file " + printable_path(shard->path()) + " changed on disk since it was loaded (" + why +
+               "); reload it";
+    return false;
+  }
+  return true;
 }
 
 uint64_t ModelFiles::total_bytes() const {

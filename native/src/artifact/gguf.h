@@ -96,6 +96,17 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* mapping() const { return base_; }
 
+  // Whether the bytes behind the mapping may no longer be the ones parsed at
+  // open: the open file (same inode) now has another size or modification
+  // time, or a read of the mapping faulted because the file shrank (the
+  // fault was survived: artifact/mapping_guard.h). A file replaced by rename
+  // is not a change: the mapping still holds the old, intact inode. One
+  // fstat; fills *why (if given) with what differs.
+  bool changed_on_disk(std::string* why = nullptr) const;
+  // True once a read of the mapping faulted (the file shrank) and was
+  // answered with zeros by the SIGBUS guard.
+  bool read_faulted() const;
+
   // Metadata in file order.
   const std::vector<std::pair<std::string_view, MetaValue>>& metadata() const { return meta_; }
   const MetaValue* find(std::string_view key) const;
@@ -108,6 +119,8 @@ class GgufFile {
   int fd_ = -1;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  int64_t mtime_sec_ = 0, mtime_nsec_ = 0;  // at open
+  int guard_slot_ = -1;                     // mapping_guard slot, -1 when unguarded
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
@@ -129,6 +142,10 @@ class ModelFiles {
   const TensorInfo* find_tensor(std::string_view name) const;
   const MetaValue* find(std::string_view key) const { return primary().find(key); }
   uint64_t file_bytes() const;  // sum of the shards' file sizes
+  // The first shard that changed on disk since it was opened
+  // (GgufFile::changed_on_disk): false and a one-line message
+  // "model file X changed on disk since it was loaded (...); reload it".
+  bool unchanged_on_disk(std::string* error) const;
   uint64_t total_bytes() const;  // sum of the tensors' data bytes
 
   // Typed metadata reads. They return nullopt when the key is absent and set

@@ -130,6 +130,50 @@ GgufValue GgufValue::array_of(ValueType elem_type, std::span<const GgufValue> el
   return g;
 }
 
+GgufValue GgufValue::from_meta(const MetaValue& v) {
+  GgufValue g(v.type);
+  switch (v.type) {
+    case ValueType::U8: put<uint8_t>(g.payload_, static_cast<uint8_t>(v.u)); break;
+    case ValueType::BOOL: put<uint8_t>(g.payload_, static_cast<uint8_t>(v.u)); break;
+    case ValueType::U16: put<uint16_t>(g.payload_, static_cast<uint16_t>(v.u)); break;
+    case ValueType::U32: put<uint32_t>(g.payload_, static_cast<uint32_t>(v.u)); break;
+    case ValueType::U64: put<uint64_t>(g.payload_, v.u); break;
+    case ValueType::I8: put<int8_t>(g.payload_, static_cast<int8_t>(v.i)); break;
+    case ValueType::I16: put<int16_t>(g.payload_, static_cast<int16_t>(v.i)); break;
+    case ValueType::I32: put<int32_t>(g.payload_, static_cast<int32_t>(v.i)); break;
+    case ValueType::I64: put<int64_t>(g.payload_, v.i); break;
+    case ValueType::F32: put<float>(g.payload_, static_cast<float>(v.f)); break;
+    case ValueType::F64: put<double>(g.payload_, v.f); break;
+    case ValueType::STRING: put_string(g.payload_, v.str); break;
+    case ValueType::ARRAY: {
+      const MetaArray& a = *v.array;
+      if (a.elem_type == ValueType::ARRAY) {
+        std::vector<GgufValue> elems;
+        elems.reserve(a.nested.size());
+        for (const MetaValue& e : a.nested) elems.push_back(from_meta(e));
+        return array_of(ValueType::ARRAY, elems);
+      }
+      put<uint32_t>(g.payload_, static_cast<uint32_t>(a.elem_type));
+      put<uint64_t>(g.payload_, a.count);
+      if (a.elem_type == ValueType::STRING) {
+        for (std::string_view s : a.strings) put_string(g.payload_, s);
+      } else {
+        // Fixed-size elements are kept packed in the file: copy them as they are.
+        uint64_t size = 1;
+        switch (a.elem_type) {
+          case ValueType::U16: case ValueType::I16: size = 2; break;
+          case ValueType::U32: case ValueType::I32: case ValueType::F32: size = 4; break;
+          case ValueType::U64: case ValueType::I64: case ValueType::F64: size = 8; break;
+          default: size = 1; break;
+        }
+        if (a.count > 0) g.payload_.insert(g.payload_.end(), a.raw, a.raw + a.count * size);
+      }
+      break;
+    }
+  }
+  return g;
+}
+
 // --- GgufWriter -------------------------------------------------------------
 
 void GgufWriter::add(std::string_view key, GgufValue value) {

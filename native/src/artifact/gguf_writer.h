@@ -48,6 +48,9 @@ class GgufValue {
   // elem_type (std::invalid_argument otherwise: a programming error). Use it
   // for arrays of arrays, and for empty arrays of any element type.
   static GgufValue array_of(ValueType elem_type, std::span<const GgufValue> elems);
+  // The same value as one read from a file (arrays of every kind, nested
+  // too): copying a file's metadata, e.g. to write an edited copy of it.
+  static GgufValue from_meta(const MetaValue& v);
 
   ValueType type() const { return type_; }
   const std::vector<uint8_t>& payload() const { return payload_; }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <unordered_set>
 
 namespace guild::json {
 
@@ -59,9 +60,12 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+void write_string(std::string& out, std::string_view s);
+
 class Parser {
  public:
-  Parser(std::string_view text, int max_depth) : s_(text), max_depth_(max_depth) {}
+  Parser(std::string_view text, const ParseOptions& options)
+      : s_(text), max_depth_(options.max_depth), reject_duplicate_keys_(options.reject_duplicate_keys) {}
 
   std::optional<Value> run(std::string* error) {
     skip_ws();
@@ -85,6 +89,10 @@ class Parser {
  private:
   bool fail(const char* what) {
     if (err_.empty()) { err_ = what; err_pos_ = pos_; }
+    return false;
+  }
+  bool fail_at(std::string what, size_t pos) {
+    if (err_.empty()) { err_ = std::move(what); err_pos_ = pos; }
     return false;
   }
   bool eof() const { return pos_ >= s_.size(); }
@@ -134,13 +142,16 @@ class Parser {
     if (depth > max_depth_) return fail("nesting too deep");
     ++pos_;  // '{'
     Object members;
+    if (reject_duplicate_keys_) start_key_set(depth);
     skip_ws();
     if (peek() == '}') { ++pos_; out = Value(std::move(members)); return true; }
     for (;;) {
       skip_ws();
       if (peek() != '"') return fail("expected a string key in object");
+      const size_t key_pos = pos_;
       std::string key;
       if (!parse_string(key)) return false;
+      if (reject_duplicate_keys_ && !first_use(depth, key)) return duplicate_key(key, key_pos);
       skip_ws();
       if (peek() != ':') return fail("expected ':' after object key");
       ++pos_;
@@ -251,7 +262,15 @@ class Parser {
     double d = 0.0;
     auto r = std::from_chars(b, e, d);
     if (r.ec == std::errc::result_out_of_range) {
-      d = std::strtod(std::string(b, e).c_str(), nullptr);  // +-inf or a (sub)normal near 0
+      // Underflow reads as the (sub)normal near 0; overflow is refused: as
+      // +-inf it would be written back as null (JSON has no infinity), so a
+      // read-modify-write of a file would change its value (RFC 8259 §6
+      // allows limits on the range).
+      d = std::strtod(std::string(b, e).c_str(), nullptr);
+      if (std::isinf(d)) {
+        pos_ = start;
+        return fail("number out of range");
+      }
     } else if (r.ec != std::errc() || r.ptr != e) {
       return fail("invalid number");
     }
@@ -259,9 +278,36 @@ class Parser {
     return true;
   }
 
+  // Kept out of line: the common path (no option) stays as the compiler had it.
+  // With reject_duplicate_keys: the keys seen so far in the object being
+  // parsed at each depth (sets, so a huge object stays linear; kept here, out
+  // of parse_object, so the common path is unchanged).
+  void start_key_set(int depth) {
+    if (keys_by_depth_.size() <= static_cast<size_t>(depth)) keys_by_depth_.resize(static_cast<size_t>(depth) + 1);
+    keys_by_depth_[static_cast<size_t>(depth)].clear();
+  }
+  bool first_use(int depth, const std::string& key) { return keys_by_depth_[static_cast<size_t>(depth)].insert(key).second; }
+  [[gnu::noinline]] bool duplicate_key(const std::string& key, size_t key_pos) {
+    std::string shown;
+    write_key_for_error(shown, key);
+    return fail_at("duplicate key " + shown, key_pos);
+  }
+
+  // The key as JSON (quoted, escaped), at most 64 bytes of it: the error names it.
+  static void write_key_for_error(std::string& out, const std::string& key) {
+    constexpr size_t kShown = 64;
+    if (key.size() <= kShown) { write_string(out, key); return; }
+    size_t cut = kShown;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(key[cut]) & 0xC0) == 0x80) --cut;
+    write_string(out, std::string_view(key).substr(0, cut));
+    out += "...";
+  }
+
   std::string_view s_;
   size_t pos_ = 0;
   int max_depth_;
+  bool reject_duplicate_keys_ = false;
+  std::vector<std::unordered_set<std::string>> keys_by_depth_;
   std::string err_;
   size_t err_pos_ = 0;
 };
@@ -468,7 +514,13 @@ bool Value::operator==(const Value& o) const {
 }
 
 std::optional<Value> parse(std::string_view text, std::string* error, int max_depth) {
-  return Parser(text, max_depth).run(error);
+  ParseOptions options;
+  options.max_depth = max_depth;
+  return Parser(text, options).run(error);
+}
+
+std::optional<Value> parse(std::string_view text, std::string* error, const ParseOptions& options) {
+  return Parser(text, options).run(error);
 }
 
 std::string serialize(const Value& v, bool pretty) {

@@ -120,6 +120,16 @@ class Value {
 // On failure: nullopt and *error = "line L, column C: what".
 std::optional<Value> parse(std::string_view text, std::string* error = nullptr, int max_depth = 512);
 
+struct ParseOptions {
+  int max_depth = 512;
+  // RFC 8259 leaves duplicate object keys to the reader; by default both
+  // members are kept and lookups see the first. Files whose every field is a
+  // decision (package manifests, package state) set this: a second "name" is
+  // an error ("duplicate key \"name\"", at its position).
+  bool reject_duplicate_keys = false;
+};
+std::optional<Value> parse(std::string_view text, std::string* error, const ParseOptions& options);
+
 // Valid JSON. Strings: '"', '\\' and control characters escaped (\n, \t, ...
 // or \u00XX), other UTF-8 written as is, invalid UTF-8 bytes replaced by
 // U+FFFD. Numbers: integers without ".0", doubles in shortest round-trip form,

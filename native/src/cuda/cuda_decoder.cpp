@@ -18,6 +18,7 @@
 #include "cuda/cuda_error.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/decoder_impl.h"
+#include "cuda/f16_fallback.h"
 #include "cuda/weight_layout.h"
 
 namespace guild::cuda {
@@ -81,7 +82,7 @@ DevMatrix CudaDecoder::Impl::dev_matrix(const QMatrix& m, int64_t n_expert) cons
   if (!m.data) return d;
   const Upload& u = L.uploads[L.index.at(m.data)];
   d.data = weight_mem + u.offset;
-  d.type = m.type;
+  d.type = u.dev_type;  // F16 for a tensor that took the upload fallback
   d.n_in = m.n_in;
   d.n_out = m.n_out;
   d.row_stride = u.stride;
@@ -113,6 +114,12 @@ bool CudaDecoder::estimate(const ModelHparams& hp, const ModelWeights& w, const 
 
 std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const ModelWeights& w,
                                                  const CudaDecoderOptions& options, std::string* error) {
+  return create_with_f16_upload(hp, w, options, 0, error);
+}
+
+std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHparams& hp, const ModelWeights& w,
+                                                                 const CudaDecoderOptions& options,
+                                                                 uint64_t force_f16_types, std::string* error) {
   std::string why;
   if (!cuda_available(&why)) {
     *error = "CUDA decoder: " + why;
@@ -126,7 +133,9 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   Impl& I = *im;
   I.hp = hp;
   I.opt = options;
-  if (!plan(hp, w, options, &I.L, error)) return nullptr;
+  UploadPolicy policy;
+  policy.force_f16_types = force_f16_types;
+  if (!plan(hp, w, options, &I.L, error, policy)) return nullptr;
   if (I.L.hybrid && !options.cpu.run) {
     *error = "CUDA decoder: hybrid placement without a CPU expert runner";
     return nullptr;
@@ -152,6 +161,12 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create(const ModelHparams& hp, const M
   if ((e = cudaMalloc(reinterpret_cast<void**>(&I.weight_mem), L.weight_bytes)) != cudaSuccess) return bail("cudaMalloc (weights)", e);
   if ((e = cudaMemset(I.weight_mem, 0, L.weight_bytes)) != cudaSuccess) return bail("cudaMemset", e);
   for (const Upload& u : L.uploads) {
+    if (u.to_f16) {
+      // No kernel for the type: dequantized on the host, uploaded as F16.
+      e = upload_rows_f16(u.src_type, u.src, u.row_bytes, u.n_in, u.rows, I.weight_mem + u.offset, u.stride);
+      if (e != cudaSuccess) return bail("F16 upload (weights)", e);
+      continue;
+    }
     e = cudaMemcpy2D(I.weight_mem + u.offset, u.stride, u.src, u.row_bytes, u.row_bytes, static_cast<size_t>(u.rows),
                      cudaMemcpyHostToDevice);
     if (e != cudaSuccess) return bail("cudaMemcpy2D (weights)", e);
@@ -476,6 +491,7 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
 }
 
 bool CudaDecoder::hybrid() const { return impl_->L.hybrid; }
+int CudaDecoder::f16_upload_tensors() const { return impl_->L.f16_uploads; }
 int CudaDecoder::n_ctx() const { return impl_->opt.n_ctx; }
 int CudaDecoder::max_tokens() const { return impl_->L.T; }
 const CudaDecoderMemory& CudaDecoder::memory() const { return impl_->mem; }

@@ -45,11 +45,21 @@ const gpu::BackendV1* backend_v1();
 
 class CudaDecoder final : public gpu::Decoder {
  public:
-  // Fails (null + *error) when the device is unusable, the model uses a type,
-  // head size or gating the kernels do not support, or memory runs out.
+  // Fails (null + *error) when the device is unusable, the model uses a head
+  // size or gating the kernels do not support, a type neither the kernels nor
+  // the F16 upload fallback (a CPU dequantizer) handle, or memory runs out.
   // expert_cache_slots non-empty: hybrid (per-layer caches start empty; cpu must be set).
   static std::unique_ptr<CudaDecoder> create(const ModelHparams& hp, const ModelWeights& w,
                                              const CudaDecoderOptions& options, std::string* error);
+  // create() with the weight tensors of the types in force_f16_types (bit t =
+  // GGUF type id t) uploaded as F16 although they have kernels: the upload
+  // fallback of types without a kernel (docs/CUDA.md), for tests. Not in the
+  // backend table.
+  static std::unique_ptr<CudaDecoder> create_with_f16_upload(const ModelHparams& hp, const ModelWeights& w,
+                                                             const CudaDecoderOptions& options,
+                                                             uint64_t force_f16_types, std::string* error);
+  // Weight tensors that took the F16 upload fallback.
+  int f16_upload_tensors() const;
   // What create() would allocate, without touching the device.
   static bool estimate(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& options,
                        CudaDecoderMemory* out, std::string* error);

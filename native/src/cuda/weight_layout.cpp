@@ -8,18 +8,22 @@
 
 #include "core/tensor_type.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/f16_fallback.h"
 
 namespace guild::cuda {
 
 namespace {
 
+constexpr uint32_t kTypeF16 = static_cast<uint32_t>(TensorType::F16);
+
 bool plan_matrix(Layout& L, const QMatrix& m, int64_t n_expert, size_t expert_bytes, std::string* error,
-                 const char* what) {
+                 const char* what, const UploadPolicy& policy) {
   if (!m.data) return true;
   if (L.index.count(m.data)) return true;
-  if (!matrix_type_supported(m.type)) {
+  const bool native = matrix_type_supported(m.type) && !policy.forced(m.type);
+  if (!native && !f16_fallback_available(m.type)) {
     *error = std::string("CUDA decoder: tensor type ") + std::string(tensor_type_name(m.type)) + " of " + what +
-             " has no CUDA kernel";
+             " has no CUDA kernel and no CPU dequantizer";
     return false;
   }
   if (n_expert > 1 && expert_bytes != static_cast<size_t>(m.n_out) * m.row_bytes) {
@@ -30,7 +34,13 @@ bool plan_matrix(Layout& L, const QMatrix& m, int64_t n_expert, size_t expert_by
   u.src = m.data;
   u.rows = m.n_out * n_expert;
   u.row_bytes = m.row_bytes;
-  u.stride = align_up(m.row_bytes, 16);
+  u.src_type = m.type;
+  u.n_in = m.n_in;
+  u.to_f16 = !native;
+  u.dev_type = native ? m.type : kTypeF16;
+  // The F16 copy: n_in halves per row, padded like any row.
+  u.stride = align_up(native ? m.row_bytes : static_cast<size_t>(m.n_in) * 2, 16);
+  L.f16_uploads += u.to_f16;
   L.index[m.data] = L.uploads.size();
   L.uploads.push_back(u);
   return true;
@@ -51,7 +61,7 @@ bool plan_vector(Layout& L, const float* v, int64_t n) {
 }  // namespace
 
 bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, Layout* out,
-          std::string* error) {
+          std::string* error, const UploadPolicy& policy) {
   Layout& L = *out;
   L.hybrid = !o.expert_cache_slots.empty() && hp.n_expert > 0;
   if (hp.head_dim_k != hp.head_dim_v) { *error = "CUDA decoder: head_dim_k != head_dim_v is not supported"; return false; }
@@ -68,7 +78,8 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   if (hp.n_embd % 32 != 0) { *error = "CUDA decoder: n_embd must be a multiple of 32"; return false; }
   if (o.n_ctx < 1 || o.max_tokens < 1 || o.max_tokens > 65535) { *error = "CUDA decoder: bad n_ctx / max_tokens"; return false; }
 
-  if (!plan_matrix(L, w.token_embd, 1, 0, error, "token_embd") || !plan_matrix(L, w.output, 1, 0, error, "output") ||
+  if (!plan_matrix(L, w.token_embd, 1, 0, error, "token_embd", policy) ||
+      !plan_matrix(L, w.output, 1, 0, error, "output", policy) ||
       !plan_vector(L, w.output_norm, hp.n_embd))
     return false;
   for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -80,14 +91,17 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
     for (auto [m, name] : {std::pair{&lw.wq, ".attn_q"}, {&lw.wk, ".attn_k"}, {&lw.wv, ".attn_v"},
                            {&lw.wo, ".attn_output"}, {&lw.router, ".ffn_gate_inp"}, {&lw.ffn_gate, ".ffn_gate"},
                            {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}})
-      if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str())) return false;
+      if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str(), policy)) return false;
     for (auto [e, name] : {std::pair{&lw.gate_exps, ".ffn_gate_exps"}, {&lw.up_exps, ".ffn_up_exps"},
                            {&lw.down_exps, ".ffn_down_exps"}}) {
       if (!L.hybrid) {
-        if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str())) return false;
+        if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str(), policy)) return false;
       } else if (e->first.data && !matrix_type_supported(e->first.type)) {
+        // Cache fills, streamed prefill and the GPU's reads of host experts
+        // use the stored bytes: no F16 copy of a stack that stays on the host.
         *error = std::string("CUDA decoder: tensor type ") + std::string(tensor_type_name(e->first.type)) + " of " +
-                 n + name + " has no CUDA kernel";
+                 n + name + " has no CUDA kernel (hybrid placement keeps experts in their own type; load every expert "
+                 "on the GPU to run them as F16)";
         return false;
       } else if (e->first.data && e->expert_bytes != static_cast<size_t>(e->first.n_out) * e->first.row_bytes) {
         // Cache fills and staging copy whole runs of experts as rows.

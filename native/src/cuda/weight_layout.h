@@ -18,14 +18,27 @@ namespace guild::cuda {
 
 inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-// One weight tensor to upload: rows of row_bytes from host, to rows of stride bytes.
+// One weight tensor to upload: rows of row_bytes from host, to rows of stride
+// bytes. to_f16: a type without a CUDA kernel, dequantized on the host and
+// uploaded as F16 rows of n_in halves (f16_fallback.h); dev_type is then F16.
 struct Upload {
   const uint8_t* src = nullptr;
   int64_t rows = 0;          // total rows (all experts)
-  size_t row_bytes = 0;
+  size_t row_bytes = 0;      // host bytes per row
   size_t stride = 0;         // device row stride (multiple of 16)
   size_t offset = 0;         // in the weight arena
+  uint32_t src_type = 0;     // GGUF type of the host rows (matrices)
+  uint32_t dev_type = 0;     // type the kernels see
+  int64_t n_in = 0;          // elements per row (matrices)
+  bool to_f16 = false;
   size_t bytes() const { return static_cast<size_t>(rows) * stride; }
+};
+
+// Weight types uploaded as F16 even though they have kernels (bit t = GGUF
+// type id t): tests of the fallback path for types without one.
+struct UploadPolicy {
+  uint64_t force_f16_types = 0;
+  bool forced(uint32_t type) const { return type < 64 && ((force_f16_types >> type) & 1u); }
 };
 
 // Sizes shared by estimate() and create().
@@ -34,6 +47,7 @@ struct Layout {
   int T = 0, K = 1, n_ff_max = 0, q_dim = 0, kv_dim = 0, widest = 0, act_rows = 0, logits_rows = 0, max_tiles = 1;
   size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, cache_bytes = 0, staging_bytes = 0;
   std::vector<Upload> uploads;
+  int f16_uploads = 0;  // tensors that take the F16 fallback
   // Hybrid: per layer, the GPU expert cache (offsets in the cache arena).
   struct Cache {
     int slots = 0;
@@ -46,9 +60,12 @@ struct Layout {
 };
 
 // Fills *out for the model and options (false + *error where the kernels
-// cannot run it or the options do not fit it).
+// cannot run it or the options do not fit it). A tensor whose type has no
+// kernel (or is forced by the policy) is planned as an F16 copy where the CPU
+// can dequantize it; hybrid expert stacks need a kernel for their own type
+// (they are cached and streamed as stored).
 bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, Layout* out,
-          std::string* error);
+          std::string* error, const UploadPolicy& policy = {});
 
 // Byte offsets of buffers packed 256-aligned, laid out before the one
 // allocation that holds them.

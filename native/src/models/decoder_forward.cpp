@@ -11,43 +11,85 @@
 
 namespace guild {
 
-bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, int n_threads) {
-  max_tokens = max_tokens_;
-  const size_t T = static_cast<size_t>(max_tokens);
-  const int k = std::max(1, hp.n_expert_used);
+DecoderScratchSizes DecoderScratch::sizes(const ModelHparams& hp, int max_tokens_, int n_ctx, int n_threads) {
+  DecoderScratchSizes z;
+  const size_t T = static_cast<size_t>(max_tokens_);
+  const size_t k = static_cast<size_t>(std::max(1, hp.n_expert_used));
   const size_t n_ff = static_cast<size_t>(std::max(hp.n_ff_exp, hp.n_ff));
+  const size_t d = static_cast<size_t>(hp.n_embd);
   const size_t q_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_k;
   const size_t o_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_v;
-  const size_t widest_in = std::max({static_cast<size_t>(hp.n_embd), o_dim, n_ff});
+  const size_t widest_in = std::max({d, o_dim, n_ff});
+  z.x = z.xn = z.block_out = z.norm_out = T * d;
+  z.q = T * q_dim;
+  z.k = T * hp.n_head_kv * hp.head_dim_k;
+  z.v = T * hp.n_head_kv * hp.head_dim_v;
+  z.attn = T * o_dim;
+  z.rope_cs = T * hp.rope.n_rot;
+  // Attention tiles: up to kAttnTileRows query rows (whole KV groups).
+  z.attn_tile_rows = std::max(kAttnTileRows, hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1);
+  z.scores = static_cast<size_t>(n_threads) * z.attn_tile_rows * static_cast<size_t>(n_ctx);
+  z.router_logits = T * std::max(1, hp.n_expert);
+  z.ffn_gate = z.ffn_up = T * k * n_ff;
+  z.ffn_down = T * k * d;
+  // F32 (4 bytes per element) is the widest activation encoding.
+  z.act_in = z.act_in2 = T * widest_in * 4;
+  z.act_ffn = T * k * n_ff * 4;
+  z.rows_in = z.rows_in2 = T;
+  z.rows_ffn = T * k;
+  if (hp.n_expert > 0) {
+    const size_t e = static_cast<size_t>(hp.n_expert);
+    z.routing_elems = 3 * T * k + (e + 1) + e + 2 * (e * 64 + 64) + e;
+  }
+  return z;
+}
+
+uint64_t DecoderScratchSizes::bytes() const {
+  const uint64_t floats = uint64_t{x} + xn + q + k + v + attn + block_out + rope_cs + scores + router_logits + ffn_gate +
+                          ffn_up + ffn_down + norm_out;
+  return floats * sizeof(float) + uint64_t{act_in} + act_in2 + act_ffn +
+         (uint64_t{rows_in} + rows_in2 + rows_ffn) * sizeof(const uint8_t*) + uint64_t{routing_elems} * 4;
+}
+
+bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, int n_threads) {
+  max_tokens = max_tokens_;
+  const DecoderScratchSizes z = sizes(hp, max_tokens_, n_ctx, n_threads);
   try {
-    x.resize(T * hp.n_embd);
-    xn.resize(T * hp.n_embd);
-    q.resize(T * q_dim);
-    this->k.resize(T * hp.n_head_kv * hp.head_dim_k);
-    v.resize(T * hp.n_head_kv * hp.head_dim_v);
-    attn.resize(T * o_dim);
-    block_out.resize(T * hp.n_embd);
-    rope_cs.resize(T * hp.rope.n_rot);
-    // Attention tiles: up to kAttnTileRows query rows (whole KV groups).
-    attn_tile_rows = std::max(kAttnTileRows, hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1);
-    scores.resize(static_cast<size_t>(n_threads) * attn_tile_rows * n_ctx);
-    router_logits.resize(T * std::max(1, hp.n_expert));
-    if (hp.n_expert > 0) routing.reserve(max_tokens, k, hp.n_expert);
-    ffn_gate.resize(T * k * n_ff);
-    ffn_up.resize(T * k * n_ff);
-    ffn_down.resize(T * k * hp.n_embd);
-    norm_out.resize(T * hp.n_embd);
-    // F32 (4 bytes per element) is the widest activation encoding.
-    act_in.resize(T * widest_in * 4);
-    act_in2.resize(T * widest_in * 4);
-    act_ffn.resize(T * k * n_ff * 4);
-    rows_in.resize(T);
-    rows_in2.resize(T);
-    rows_ffn.resize(T * k);
+    x.resize(z.x);
+    xn.resize(z.xn);
+    q.resize(z.q);
+    k.resize(z.k);
+    v.resize(z.v);
+    attn.resize(z.attn);
+    block_out.resize(z.block_out);
+    rope_cs.resize(z.rope_cs);
+    attn_tile_rows = z.attn_tile_rows;
+    scores.resize(z.scores);
+    router_logits.resize(z.router_logits);
+    if (hp.n_expert > 0) routing.reserve(max_tokens, std::max(1, hp.n_expert_used), hp.n_expert);
+    ffn_gate.resize(z.ffn_gate);
+    ffn_up.resize(z.ffn_up);
+    ffn_down.resize(z.ffn_down);
+    norm_out.resize(z.norm_out);
+    act_in.resize(z.act_in);
+    act_in2.resize(z.act_in2);
+    act_ffn.resize(z.act_ffn);
+    rows_in.resize(z.rows_in);
+    rows_in2.resize(z.rows_in2);
+    rows_ffn.resize(z.rows_ffn);
   } catch (const std::bad_alloc&) {
     return false;
   }
   return true;
+}
+
+uint64_t DecoderScratch::allocated_bytes() const {
+  auto b = [](const auto& vec) { return uint64_t{vec.capacity()} * sizeof(vec[0]); };
+  return b(x) + b(xn) + b(q) + b(k) + b(v) + b(attn) + b(block_out) + b(rope_cs) + b(scores) + b(router_logits) +
+         b(ffn_gate) + b(ffn_up) + b(ffn_down) + b(norm_out) + b(act_in) + b(act_in2) + b(act_ffn) + b(rows_in) +
+         b(rows_in2) + b(rows_ffn) + b(routing.ids) + b(routing.weights) + b(routing.offset) +
+         b(routing.slots_by_expert) + b(routing.cursor) + b(routing.task_expert) + b(routing.task_row) +
+         b(routing.active);
 }
 
 namespace {

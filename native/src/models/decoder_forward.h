@@ -16,6 +16,23 @@
 
 namespace guild {
 
+// How many elements each DecoderScratch buffer gets: computed in one place
+// for init() and for the memory a session will need before it is created
+// (runtime/session_memory.h), so the estimate is what is allocated.
+struct DecoderScratchSizes {
+  size_t x = 0, xn = 0, q = 0, k = 0, v = 0, attn = 0, block_out = 0, rope_cs = 0;  // floats
+  size_t scores = 0;                  // floats, n_threads slices (the per-thread part)
+  int attn_tile_rows = 0;
+  size_t router_logits = 0, ffn_gate = 0, ffn_up = 0, ffn_down = 0, norm_out = 0;  // floats
+  size_t act_in = 0, act_in2 = 0, act_ffn = 0;                                     // bytes
+  size_t rows_in = 0, rows_in2 = 0, rows_ffn = 0;                                  // pointers
+  // ExpertRouting::reserve(max_tokens, k, n_expert): int32/float elements.
+  size_t routing_elems = 0;
+
+  uint64_t per_thread_bytes() const { return uint64_t{scores} * sizeof(float); }
+  uint64_t bytes() const;  // everything, per-thread part included
+};
+
 struct DecoderScratch {
   int max_tokens = 0;
   std::vector<float> x;          // [T][n_embd] residual stream
@@ -40,8 +57,11 @@ struct DecoderScratch {
   std::vector<uint8_t> act_ffn;  // FFN hidden rows, T*k rows
   std::vector<const uint8_t*> rows_in, rows_in2, rows_ffn;
 
+  static DecoderScratchSizes sizes(const ModelHparams& hp, int max_tokens, int n_ctx, int n_threads);
   // Sizes every buffer; false on allocation failure.
   bool init(const ModelHparams& hp, int max_tokens, int n_ctx, int n_threads);
+  // Bytes held by the buffers (their capacities): what sizes().bytes() promised.
+  uint64_t allocated_bytes() const;
 };
 
 struct DecoderContext {

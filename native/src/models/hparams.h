@@ -22,7 +22,7 @@ struct ModelHparams {
   int head_dim_v = 0;   // attention.value_length
   int n_vocab = 0;
   int n_ctx_train = 0;
-  int n_ff = 0;         // dense FFN width (dense layers)
+  int n_ff = 0;         // dense FFN width; 0 when no layer is dense (the key is then unused)
   int n_expert = 0;     // 0 = dense model
   int n_expert_used = 0;
   int n_ff_exp = 0;     // expert FFN width

@@ -18,7 +18,7 @@ bool load_llama(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
              std::to_string(hp->head_dim_k) + ")";
     return false;
   }
-  return true;
+  return check_standard_shapes(files, hp, hp->n_expert > 0 ? "feed_forward_length" : "expert_feed_forward_length", error);
 }
 
 }  // namespace

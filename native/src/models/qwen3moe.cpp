@@ -12,7 +12,7 @@ bool load_qwen3(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
   hp->rope.style = RopeStyle::Neox;
   hp->qk_norm = true;
   hp->gating = ExpertGating::SoftmaxTopkRenorm;
-  return true;
+  return check_standard_shapes(files, hp, "expert_feed_forward_length", error);
 }
 
 }  // namespace

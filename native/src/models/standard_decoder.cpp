@@ -3,12 +3,12 @@
 #include <string>
 
 #include "artifact/gguf.h"
+#include "models/hparam_limits.h"
 #include "models/runner.h"
 
 namespace guild {
+namespace lim = hparam_limits;
 namespace {
-
-constexpr int kMaxDim = 1 << 20;  // sanity bound on any width read from a file
 
 std::string blk(int layer, const char* name) {
   return "blk." + std::to_string(layer) + "." + name;
@@ -18,82 +18,77 @@ std::string blk(int layer, const char* name) {
 
 bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std::string* error) {
   HparamReader r(files, hp->arch);
+  auto fail = [&](std::string msg) {
+    *error = std::move(msg);
+    return false;
+  };
   hp->n_ctx_train = 4096;
   hp->rope.freq_base = 10000.0f;
-  bool ok = r.required_int("block_count", &hp->n_layer) && r.required_int("embedding_length", &hp->n_embd) &&
-            r.required_int("attention.head_count", &hp->n_head) && r.optional_int("context_length", &hp->n_ctx_train) &&
-            r.optional_int("feed_forward_length", &hp->n_ff) && r.optional_int("expert_count", &hp->n_expert) &&
-            r.optional_int("expert_used_count", &hp->n_expert_used) &&
-            r.optional_float("rope.freq_base", &hp->rope.freq_base);
-  if (!ok) { *error = r.error(); return false; }
-  if (hp->n_layer <= 0 || hp->n_layer > 4096 || hp->n_embd <= 0 || hp->n_embd > kMaxDim || hp->n_head <= 0 ||
-      hp->n_head > 4096) {
-    *error = "implausible model shape (block_count " + std::to_string(hp->n_layer) + ", embedding_length " +
-             std::to_string(hp->n_embd) + ", head_count " + std::to_string(hp->n_head) + ")";
-    return false;
-  }
+  bool ok = r.required_int("block_count", 1, lim::kMaxLayers, &hp->n_layer) &&
+            r.required_int("embedding_length", 1, lim::kMaxEmbd, &hp->n_embd) &&
+            r.required_int("attention.head_count", 1, lim::kMaxHeads, &hp->n_head) &&
+            r.optional_int("context_length", 0, lim::kMaxContext, &hp->n_ctx_train) &&
+            r.optional_int("feed_forward_length", 0, lim::kMaxFfn, &hp->n_ff) &&
+            r.optional_int("expert_count", 0, lim::kMaxExperts, &hp->n_expert) &&
+            r.optional_int("expert_used_count", 0, lim::kMaxExpertsUsed, &hp->n_expert_used) &&
+            r.optional_positive_float("rope.freq_base", &hp->rope.freq_base);
+  if (!ok) return fail(r.error());
   hp->n_head_kv = hp->n_head;
   hp->head_dim_k = hp->n_embd / hp->n_head;
-  ok = r.optional_int("attention.head_count_kv", &hp->n_head_kv) && r.optional_int("attention.key_length", &hp->head_dim_k);
+  ok = r.optional_int("attention.head_count_kv", 1, lim::kMaxHeads, &hp->n_head_kv) &&
+       r.optional_int("attention.key_length", 1, lim::kMaxHeadDim, &hp->head_dim_k);
   hp->head_dim_v = hp->head_dim_k;
   hp->rope.n_rot = hp->head_dim_k;
-  ok = ok && r.optional_int("attention.value_length", &hp->head_dim_v) &&
-       r.optional_int("rope.dimension_count", &hp->rope.n_rot);
+  ok = ok && r.optional_int("attention.value_length", 1, lim::kMaxHeadDim, &hp->head_dim_v) &&
+       r.optional_int("rope.dimension_count", 1, lim::kMaxHeadDim, &hp->rope.n_rot);
   hp->n_ff_exp = (hp->n_expert_used > 0 && hp->n_ff > 0) ? hp->n_ff / hp->n_expert_used : 0;
-  ok = ok && r.optional_int("expert_feed_forward_length", &hp->n_ff_exp);
-  float eps = -1.0f;
-  ok = ok && r.optional_float("attention.layer_norm_rms_epsilon", &eps);
-  if (!ok) { *error = r.error(); return false; }
-  if (eps < 0) { *error = "missing metadata key '" + hp->arch + ".attention.layer_norm_rms_epsilon'"; return false; }
-  hp->rms_eps = eps;
+  ok = ok && r.optional_int("expert_feed_forward_length", 0, lim::kMaxFfn, &hp->n_ff_exp);
+  if (!ok) return fail(r.error());
+  // Non-finite or non-positive values would turn every activation into NaN.
+  if (!r.has("attention.layer_norm_rms_epsilon"))
+    return fail("missing metadata key '" + r.full("attention.layer_norm_rms_epsilon") + "'");
+  if (!r.optional_positive_float("attention.layer_norm_rms_epsilon", &hp->rms_eps)) return fail(r.error());
 
   // RoPE scaling (llama.cpp semantics): linear divides positions by the
   // factor; YaRN interpolates low frequencies, extrapolates high ones between
   // beta_fast and beta_slow rotations over the original context, and scales
   // the magnitude by 1 + 0.1 ln(factor).
   std::string scaling = "none";
-  float factor = 0.0f, ext_factor = -1.0f;
-  ok = r.optional_string("rope.scaling.type", &scaling) && r.optional_float("rope.scaling.factor", &factor) &&
-       r.optional_int("rope.scaling.original_context_length", &hp->rope.n_ctx_orig) &&
+  float factor = 1.0f, ext_factor = -1.0f;
+  ok = r.optional_string("rope.scaling.type", &scaling) && r.optional_positive_float("rope.scaling.factor", &factor) &&
+       r.optional_int("rope.scaling.original_context_length", 0, lim::kMaxContext, &hp->rope.n_ctx_orig) &&
        r.optional_float("rope.scaling.yarn_ext_factor", &ext_factor) &&
-       r.optional_float("rope.scaling.yarn_attn_factor", &hp->rope.attn_factor) &&
-       r.optional_float("rope.scaling.yarn_beta_fast", &hp->rope.beta_fast) &&
-       r.optional_float("rope.scaling.yarn_beta_slow", &hp->rope.beta_slow);
-  if (!ok) { *error = r.error(); return false; }
+       r.optional_positive_float("rope.scaling.yarn_attn_factor", &hp->rope.attn_factor) &&
+       r.optional_positive_float("rope.scaling.yarn_beta_fast", &hp->rope.beta_fast) &&
+       r.optional_positive_float("rope.scaling.yarn_beta_slow", &hp->rope.beta_slow);
+  if (!ok) return fail(r.error());
   if (scaling == "linear" || scaling == "yarn") {
-    if (!(factor > 0.0f)) factor = 1.0f;
     hp->rope.freq_scale = 1.0f / factor;
     if (scaling == "yarn") {
       hp->rope.ext_factor = ext_factor >= 0.0f ? ext_factor : 1.0f;
       if (hp->rope.n_ctx_orig <= 0) hp->rope.n_ctx_orig = hp->n_ctx_train;
     }
   } else if (scaling != "none") {
-    *error = "rope scaling type '" + scaling + "' is not supported for architecture " + hp->arch;
-    return false;
+    return fail("rope scaling type '" + scaling + "' is not supported for architecture " + hp->arch);
   }
 
-  if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0) {
-    *error = "attention.head_count " + std::to_string(hp->n_head) + " is not a multiple of head_count_kv " +
-             std::to_string(hp->n_head_kv);
-    return false;
-  }
-  if (hp->head_dim_k <= 0 || hp->head_dim_k > 4096 || hp->head_dim_v <= 0 || hp->head_dim_v > 4096 ||
-      hp->rope.n_rot <= 0 || hp->rope.n_rot > hp->head_dim_k || hp->rope.n_rot % 2 != 0) {
-    *error = "implausible attention head sizes (key " + std::to_string(hp->head_dim_k) + ", value " +
-             std::to_string(hp->head_dim_v) + ", rope dims " + std::to_string(hp->rope.n_rot) + ")";
-    return false;
-  }
-  if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert ||
-      (hp->n_expert > 0 && (hp->n_expert_used == 0 || hp->n_ff_exp <= 0 || hp->n_ff_exp > kMaxDim))) {
-    *error = "implausible expert configuration (expert_count " + std::to_string(hp->n_expert) + ", used " +
-             std::to_string(hp->n_expert_used) + ", expert ffn " + std::to_string(hp->n_ff_exp) + ")";
-    return false;
-  }
+  if (hp->n_head % hp->n_head_kv != 0)
+    return fail(r.full("attention.head_count") + " " + std::to_string(hp->n_head) + " is not a multiple of " +
+                r.full("attention.head_count_kv") + " " + std::to_string(hp->n_head_kv));
+  if (hp->head_dim_k <= 0 || hp->rope.n_rot > hp->head_dim_k || hp->rope.n_rot % 2 != 0)
+    return fail("implausible attention head sizes (key " + std::to_string(hp->head_dim_k) + ", value " +
+                std::to_string(hp->head_dim_v) + ", rope dims " + std::to_string(hp->rope.n_rot) + ")");
+  if (hp->n_expert_used > hp->n_expert || (hp->n_expert > 0 && (hp->n_expert_used == 0 || hp->n_ff_exp <= 0)))
+    return fail("implausible expert configuration (" + r.full("expert_count") + " " + std::to_string(hp->n_expert) +
+                ", " + r.full("expert_used_count") + " " + std::to_string(hp->n_expert_used) + ", expert ffn " +
+                std::to_string(hp->n_ff_exp) + ")");
   if (hp->n_ctx_train <= 0) hp->n_ctx_train = 4096;
 
   const gguf::TensorInfo* embd = files.find_tensor("token_embd.weight");
-  if (!embd) { *error = "missing tensor 'token_embd.weight'"; return false; }
-  if (embd->ne[1] <= 0 || embd->ne[1] > (1 << 24)) { *error = "implausible vocabulary size in token_embd.weight"; return false; }
+  if (!embd) return fail("missing tensor 'token_embd.weight'");
+  if (embd->ne[1] <= 0 || embd->ne[1] > lim::kMaxVocab)
+    return fail("tensor 'token_embd.weight' has " + std::to_string(embd->ne[1]) + " rows (vocabulary size): outside 1.." +
+                std::to_string(lim::kMaxVocab));
   hp->n_vocab = static_cast<int>(embd->ne[1]);
   return true;
 }

@@ -47,6 +47,15 @@ struct LayerWeights {
   bool is_moe() const { return router.data != nullptr; }
 };
 
+// Bytes the binder copied out of the mapping (aligned_alloc'ed).
+struct AlignedBytesFree { void operator()(uint8_t* p) const; };
+using AlignedBytes = std::unique_ptr<uint8_t[], AlignedBytesFree>;
+
+// The alignment the kernels may assume for a tensor's data: that of the
+// type's block struct (core/quant_blocks.h) or scalar. A row never starts less
+// aligned than its first block, so this holds for every row and block.
+size_t tensor_data_alignment(uint32_t type_id);
+
 struct ModelWeights {
   QMatrix token_embd;                 // [n_embd, n_vocab]
   const float* output_norm = nullptr; // [n_embd]
@@ -55,13 +64,26 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   // Owned float copies of 1-D tensors stored in other types.
   std::vector<std::unique_ptr<float[]>> owned;
+  // Aligned copies of tensors whose data is not aligned for their type in
+  // the file (general.alignment below the type's alignment).
+  std::vector<AlignedBytes> owned_bytes;
 };
 
-// Looks tensors up by name, checks shape and type support, and builds views.
+// Looks tensors up by name, checks shape and type support, and builds views:
+// zero-copy into the mapping where the data is aligned for its type, else an
+// aligned copy owned by `owner` (a file written with a small
+// general.alignment still runs; the kernels never see a misaligned block).
 class TensorBinder {
  public:
-  TensorBinder(const gguf::ModelFiles& files, const CpuKernelTable& kernels)
-      : files_(files), kernels_(kernels) {}
+  TensorBinder(const gguf::ModelFiles& files, const CpuKernelTable& kernels, ModelWeights& owner)
+      : files_(files), kernels_(kernels), owner_(owner) {}
+
+  // Most bytes the aligned copies may take in all (0 = no copy allowed).
+  void set_copy_limit(uint64_t bytes) { copy_limit_ = bytes; }
+  // A pre-flight check (GuildModel::check): every lookup, shape, kernel and
+  // copy-limit test runs as in a load, but nothing is copied, converted or
+  // read; the views point into the mapping and must never be used.
+  void set_check_only(bool on) { check_only_ = on; }
 
   // Each returns false and sets error() on a missing tensor (unless optional),
   // a shape mismatch, or a type without a kernel.
@@ -72,16 +94,26 @@ class TensorBinder {
 
   const std::string& error() const { return error_; }
   uint64_t bound_bytes() const { return bound_bytes_; }
+  uint64_t copied_bytes() const { return copied_bytes_; }
+  int copied_tensors() const { return copied_tensors_; }
 
  private:
   const gguf::TensorInfo* lookup(const std::string& name, bool optional);
+  // t's data, aligned for its type (copied when the mapping's is not); null
+  // and error() when the copy cannot be made.
+  const uint8_t* aligned_data(const gguf::TensorInfo& t);
   bool check_shape(const gguf::TensorInfo& t, std::initializer_list<int64_t> want);
   bool bind_kernels(const gguf::TensorInfo& t, const TypeKernels** out);
 
   const gguf::ModelFiles& files_;
   const CpuKernelTable& kernels_;
+  ModelWeights& owner_;
   std::string error_;
   uint64_t bound_bytes_ = 0;
+  uint64_t copy_limit_ = UINT64_MAX;
+  bool check_only_ = false;
+  uint64_t copied_bytes_ = 0;
+  int copied_tensors_ = 0;
 };
 
 }  // namespace guild

@@ -1,13 +1,13 @@
 #include "packages/archive.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "packages/sha256.h"
 
@@ -28,21 +28,44 @@ uint64_t get_le(const std::string& s, size_t off, int bytes) {
   return v;
 }
 
-bool read_whole(const std::string& path, std::string* out, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) { *error = path + ": cannot open: " + std::strerror(errno); return false; }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) { *error = path + ": read error"; return false; }
-  *out = std::move(ss).str();
+// A regular file of at most max_bytes (a FIFO or a device would block or never end).
+bool read_whole(const std::string& path, std::string* out, std::string* error, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) { *error = path + ": cannot open: " + std::strerror(errno); return false; }
+  struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) { *error = path + ": cannot stat: " + std::strerror(errno); return false; }
+  if (!S_ISREG(st.st_mode)) { *error = path + ": cannot open: not a regular file"; return false; }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    *error = path + ": too large (" + std::to_string(st.st_size) + " bytes, at most " + std::to_string(max_bytes) + ")";
+    return false;
+  }
+  out->clear();
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { *error = path + ": read error: " + std::strerror(errno); return false; }
+    if (n == 0) break;  // shrank while read: the size check below tells
+    done += static_cast<size_t>(n);
+  }
+  out->resize(done);
   return true;
 }
 
 }  // namespace
 
 bool write_file_atomic(const std::string& path, const std::string& bytes, std::string* error) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name no other writer uses, even another thread of this process.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    // Left by a dead process that had this pid (this process's own names never repeat).
+    ::unlink(tmp.c_str());
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   if (fd < 0) { *error = tmp + ": cannot create: " + std::strerror(errno); return false; }
   size_t done = 0;
   while (done < bytes.size()) {
@@ -61,10 +84,18 @@ bool write_file_atomic(const std::string& path, const std::string& bytes, std::s
     ::unlink(tmp.c_str());
     return false;
   }
+  // The old file stays whole until this rename replaces it in one step.
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     *error = path + ": cannot replace: " + std::strerror(errno);
     ::unlink(tmp.c_str());
     return false;
+  }
+  // The rename itself lasts only once the directory is on disk too.
+  const std::string parent = fs::path(path).parent_path().string();
+  const int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return true;
 }
@@ -76,7 +107,7 @@ std::optional<PackageArchive> read_archive(const std::string& file, std::string*
     *error = file + ": " + msg;
     return std::nullopt;
   };
-  if (!read_whole(file, &bytes, &err)) { *error = err; return std::nullopt; }
+  if (!read_whole(file, &bytes, &err, kHeader + kMaxManifest + kMaxLibrary + 32)) { *error = err; return std::nullopt; }
   if (bytes.size() < kHeader + 32 || std::memcmp(bytes.data(), kArchiveMagic, 8) != 0)
     return bad("not a .gkpkg archive (bad magic or too short)");
   const uint64_t version = get_le(bytes, 8, 4);
@@ -116,11 +147,11 @@ bool pack_package_dir(const std::string& package_dir, const std::string& out_fil
   if (ec) { *error = package_dir + ": " + ec.message(); return false; }
   if (manifest_path.empty()) { *error = package_dir + ": no " + std::string(kManifestSuffix) + " manifest"; return false; }
   std::string manifest_text, library, err;
-  if (!read_whole(manifest_path, &manifest_text, error)) return false;
+  if (!read_whole(manifest_path, &manifest_text, error, kMaxManifest)) return false;
   auto m = parse_manifest(manifest_text, &err);
   if (!m) { *error = manifest_path + ": " + err; return false; }
   const std::string lib_path = (fs::path(package_dir) / m->library).string();
-  if (!read_whole(lib_path, &library, error)) return false;
+  if (!read_whole(lib_path, &library, error, kMaxLibrary)) return false;
   const std::string lib_sha = sha256_hex(library.data(), library.size());
   if (lib_sha != m->sha256) {
     *error = lib_path + ": sha256 " + lib_sha + " does not match the manifest's " + m->sha256;

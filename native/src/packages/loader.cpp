@@ -13,6 +13,7 @@
 
 #include "core/json.h"
 #include "packages/archive.h"
+#include "packages/provider_check.h"
 #include "packages/sha256.h"
 #include "packages/store.h"
 
@@ -48,12 +49,20 @@ LoadedProvider::~LoadedProvider() {
   if (handle) ::dlclose(handle);
 }
 
-void record_process_lease(LoadedProvider& p, const std::string& dir, const std::string& holder) {
+bool record_process_lease(LoadedProvider& p, const std::string& dir, const std::string& holder, std::string* error) {
   static std::atomic<uint64_t> counter{0};
-  std::error_code ec;
   const fs::path leases = fs::path(dir) / ".leases";
-  fs::create_directories(leases, ec);
-  if (ec) return;  // best effort: a read-only directory cannot be changed by others either
+  auto fail = [&](const std::string& why) {
+    *error = "cannot record that this process uses kernel package " + p.manifest.name + ": " + why;
+    return false;
+  };
+  // Made on demand (the user's directory too); anything else in its place
+  // (a file, a symbolic link) is refused rather than written through.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(dir + ": cannot create: " + ec.message());
+  if (::mkdir(leases.c_str(), 0755) != 0 && errno != EEXIST) return fail(leases.string() + ": cannot create: " + std::strerror(errno));
+  if (const std::string why = leases_dir_problem(dir, true); !why.empty()) return fail(why);
   const std::string file =
       (leases / (std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".json")).string();
   json::Value v = json::Value::object();
@@ -61,7 +70,10 @@ void record_process_lease(LoadedProvider& p, const std::string& dir, const std::
   v.set("package", p.manifest.name);
   v.set("holder", holder);
   std::string err;
-  if (write_file_atomic(file, json::serialize(v) + "\n", &err)) p.lease_file = file;
+  if (!write_file_atomic(file, json::serialize(v) + "\n", &err)) return fail(err);
+  if (!p.lease_file.empty()) ::unlink(p.lease_file.c_str());  // one record per provider object
+  p.lease_file = file;
+  return true;
 }
 
 std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, const Manifest& manifest, std::string* error) {
@@ -99,72 +111,18 @@ std::shared_ptr<LoadedProvider> open_provider(const std::string& library_path, c
   p->handle = handle;
   p->manifest = manifest;
   p->library_path = library_path;
-  auto query = reinterpret_cast<guild_kernel_provider_query_fn>(::dlsym(handle, GUILD_KERNEL_PROVIDER_QUERY_SYMBOL));
-  auto cpu_table = reinterpret_cast<guild_kernel_provider_cpu_table_fn>(::dlsym(handle, GUILD_KERNEL_PROVIDER_CPU_TABLE_SYMBOL));
-  if (!query || !cpu_table) {
-    *error = library_path + ": not a Guild kernel provider (missing " +
-             std::string(!query ? GUILD_KERNEL_PROVIDER_QUERY_SYMBOL : GUILD_KERNEL_PROVIDER_CPU_TABLE_SYMBOL) + ")";
+  // The same facts and rules as the install-time probe (provider_check.h).
+  ProviderFacts facts;
+  ProviderTables tables;
+  std::string problem = read_provider_facts(handle, &facts, &tables);
+  if (problem.empty()) problem = provider_facts_problem(facts, manifest);
+  if (!problem.empty()) {
+    *error = library_path + ": " + problem;
     return nullptr;
   }
-  const guild_kernel_provider_info* info = query();
-  if (!info || info->struct_size < sizeof(guild_kernel_provider_info)) {
-    *error = library_path + ": provider query returned no or a truncated info struct";
-    return nullptr;
-  }
-  if (info->abi_version != GUILD_KERNEL_PROVIDER_ABI_VERSION) {
-    *error = library_path + ": provider ABI " + std::to_string(info->abi_version) + ", this runtime speaks ABI " +
-             std::to_string(GUILD_KERNEL_PROVIDER_ABI_VERSION);
-    return nullptr;
-  }
-  if (info->abi_version != static_cast<uint32_t>(manifest.abi)) {
-    *error = library_path + ": the library reports ABI " + std::to_string(info->abi_version) + " but the manifest says " +
-             std::to_string(manifest.abi);
-    return nullptr;
-  }
-  const std::string lib_name = info->name ? info->name : "";
-  const std::string lib_version = info->version ? info->version : "";
-  if (lib_name != manifest.name || lib_version != manifest.version) {
-    *error = library_path + ": the library is " + lib_name + " " + lib_version + " but the manifest says " + manifest.name +
-             " " + manifest.version;
-    return nullptr;
-  }
-  if (info->cpu_table_size != 0) {
-    if (info->cpu_table_size != sizeof(CpuKernelTable) || info->tensor_type_limit != kTensorTypeIdLimit) {
-      *error = library_path + ": CPU table layout mismatch (table " + std::to_string(info->cpu_table_size) + " bytes, " +
-               std::to_string(info->tensor_type_limit) + " types; this runtime: " + std::to_string(sizeof(CpuKernelTable)) +
-               " bytes, " + std::to_string(kTensorTypeIdLimit) + " types): rebuild the package";
-      return nullptr;
-    }
-    const auto* table = reinterpret_cast<const CpuKernelTable*>(cpu_table());
-    if (table) {
-      if (!table->name || manifest.name != table->name) {
-        *error = library_path + ": its CPU table is named '" + std::string(table->name ? table->name : "") +
-                 "', not '" + manifest.name + "'";
-        return nullptr;
-      }
-      if (!table->dot_f32 || !table->axpy_f32 || !table->fp16_to_f32_row || !table->f32_to_fp16_row) {
-        *error = library_path + ": its CPU table lacks the float helpers every table must have";
-        return nullptr;
-      }
-      p->cpu = table;
-    }
-  }
-  // A GPU package also exports its backend table (gpu/gpu_backend.h).
-  if (auto query_gpu = reinterpret_cast<gpu::BackendQueryFn>(::dlsym(handle, gpu::kBackendSymbol))) {
-    const gpu::BackendV1* b = query_gpu();
-    if (!b || b->struct_size != sizeof(gpu::BackendV1) || b->abi != gpu::kBackendAbi || !b->available || !b->create ||
-        !b->estimate || !b->device_memory || !b->device_info || !b->topology || !b->expert_cache_bytes) {
-      *error = library_path + ": GPU backend table mismatch (GPU ABI " + std::to_string(b ? b->abi : 0) +
-               ", this runtime: " + std::to_string(gpu::kBackendAbi) + "): rebuild the package";
-      return nullptr;
-    }
-    p->gpu = b;
-  }
-  if (!p->cpu && !p->gpu) {
-    *error = library_path + ": provides neither a CPU table nor a GPU backend";
-    return nullptr;
-  }
-  p->score = info->score;
+  p->cpu = tables.cpu;
+  p->gpu = tables.gpu;
+  p->score = facts.score;
   return p;
 }
 
@@ -175,7 +133,20 @@ PackageLoadResult load_enabled_packages(const PackageStore& store, const std::st
   std::error_code ec;
   r.dir_exists = !r.dir.empty() && fs::is_directory(r.dir, ec);
   PackageState state;
-  const auto entries = store.list(&state);
+  StoreProblems problems;
+  const auto entries = store.list(&state, &problems);
+  // Fail closed: with the state or the leases unknown, which packages may be
+  // loaded (and whether a lease can be kept) cannot be decided.
+  if (!problems.state_error.empty()) {
+    r.error = "the kernel packages cannot be chosen: " + problems.state_error;
+    r.error_status = problems.state_status;
+    return r;
+  }
+  if (!problems.leases_error.empty()) {
+    r.error = "the kernel packages cannot be used: " + problems.leases_error;
+    r.error_status = PackageStatus::Io;
+    return r;
+  }
   const std::map<std::string, std::string>* pins = nullptr;
   if (auto it = state.pins.find(model_name); !model_name.empty() && it != state.pins.end()) pins = &it->second;
   for (const PackageEntry& e : entries) {
@@ -244,7 +215,7 @@ std::shared_ptr<LoadedProvider> pick_cpu_provider(const PackageLoadResult& r, co
 }
 
 std::shared_ptr<LoadedProvider> compose_cpu_kernels(const std::shared_ptr<LoadedProvider>& primary, const PackageLoadResult& r,
-                                                    const std::string& holder, CpuOpProviders* ops) {
+                                                    const std::string& holder, CpuOpProviders* ops, std::string* error) {
   CpuOpProviders local;
   if (!ops) ops = &local;
   *ops = {};
@@ -299,8 +270,9 @@ std::shared_ptr<LoadedProvider> compose_cpu_kernels(const std::shared_ptr<Loaded
     composed->contributors.push_back(p);
     // The model leases the primary by name (load stage 7); the contributors
     // are leased here, for as long as the composed table lives.
+    if (holder.empty()) continue;  // a pre-flight check: composed for its own duration, leased by no one
     composed->contributor_leases.emplace_back(p->manifest.name, holder);
-    record_process_lease(*p, r.dir, holder);
+    if (!record_process_lease(*p, r.dir, holder, error)) return nullptr;
   }
   return composed;
 }

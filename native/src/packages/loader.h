@@ -46,6 +46,11 @@ struct SkippedPackage {
 };
 
 struct PackageLoadResult {
+  // Set when the packages cannot be decided at all (the state file or the
+  // lease records cannot be read): nothing is loaded, and a model load must
+  // fail with this line rather than guess.
+  std::string error;
+  PackageStatus error_status = PackageStatus::Ok;
   std::string dir;          // the user's packages directory ("" when none is configured)
   bool dir_exists = false;
   std::string bundled_dir;  // the bundled packages searched too ("" when none)
@@ -68,8 +73,11 @@ PackageLoadResult load_enabled_packages(const std::string& dir, const std::strin
 // Records, for other processes, that this process uses the provider:
 // <dir>/.leases/<pid>-<n>.json = {pid, package, holder}, removed when the
 // provider is released (or found stale: its process is gone). LeaseRegistry
-// covers this process; these files let the CLI see the app's models.
-void record_process_lease(LoadedProvider& p, const std::string& dir, const std::string& holder);
+// covers this process; these files let the CLI see the app's models. False
+// and *error when the record cannot be written (.leases is not a directory
+// of ours, not writable, ...): a use other processes cannot see must not
+// begin, or they could uninstall the package under it.
+[[nodiscard]] bool record_process_lease(LoadedProvider& p, const std::string& dir, const std::string& holder, std::string* error);
 
 // The priority rule: the CPU table comes from the loaded provider with the
 // highest score (ties: the lower name). `forced` (GUILD_FORCE_KERNELS) names a
@@ -101,8 +109,11 @@ struct CpuOpProviders {
 // that has it. Returns `primary` itself when it lacks nothing another
 // provider has; otherwise a provider whose `cpu` is the composed table, that
 // keeps the contributors open and leases them for `holder` (in this process
-// and, through `dir`'s .leases, for others).
+// and, through `dir`'s .leases, for others). nullptr and *error when such a
+// lease cannot be recorded (record_process_lease). An empty holder (a
+// pre-flight check, GuildModel::check) composes the same table and leases
+// nothing.
 std::shared_ptr<LoadedProvider> compose_cpu_kernels(const std::shared_ptr<LoadedProvider>& primary, const PackageLoadResult& r,
-                                                    const std::string& holder, CpuOpProviders* ops);
+                                                    const std::string& holder, CpuOpProviders* ops, std::string* error);
 
 }  // namespace guild::packages

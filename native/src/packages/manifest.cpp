@@ -1,12 +1,15 @@
 #include "packages/manifest.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <dlfcn.h>
 
 #include "core/cpu_features.h"
+#include "core/tensor_type.h"
 #include "packages/provider_abi.h"
 
 namespace guild::packages {
@@ -31,6 +34,48 @@ bool valid_library_name(const std::string& s) {
   for (char c : s)
     if (c == '/' || c == '\\' || c == '\0') return false;
   return s[0] != '.';
+}
+
+// The fields of each object of the format (docs/PACKAGES.md, "Manifest").
+constexpr std::string_view kManifestFields[] = {"name", "version", "abi", "description", "provides", "requires", "library", "sha256"};
+constexpr std::string_view kProvidesFields[] = {"op", "types", "device"};
+constexpr std::string_view kRequiresFields[] = {"cpu_features", "cuda_compute_capability", "cuda_driver"};
+// The CPU table's op classes (loader.h kCpuOpClasses) and a GPU package's decoder.
+constexpr std::string_view kOpClasses[] = {"dequant", "vec_dot", "gemm", "quantize_act", "float_ops", "attention", "decoder"};
+
+template <size_t N>
+bool known(const std::string_view (&names)[N], std::string_view name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+template <size_t N>
+std::string joined(const std::string_view (&names)[N]) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// The first member of `object` that is not in `names` ("" when none).
+template <size_t N>
+std::string unknown_field(const json::Value& object, const std::string_view (&names)[N]) {
+  for (const auto& [key, value] : object.as_object())
+    if (!known(names, key)) return key.size() > 64 ? key.substr(0, 64) + "..." : key;
+  return "";
+}
+
+// A tensor type this runtime knows, by its ggml name in any case ("Q8_0", "q4_K", "F16").
+bool known_tensor_type(std::string_view name) {
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string want = lower(name);
+  for (uint32_t t = 0; t < kTensorTypeIdLimit; ++t) {
+    const TensorTypeInfo& info = tensor_type_info(t);
+    if (info.block_bytes != 0 && lower(info.name) == want) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -91,7 +136,10 @@ json::Value Manifest::to_json() const {
 
 std::optional<Manifest> parse_manifest(std::string_view text, std::string* error) {
   std::string perr;
-  auto doc = json::parse(text, &perr);
+  json::ParseOptions strict;
+  strict.reject_duplicate_keys = true;  // a second "sha256" must not quietly win
+  strict.max_depth = 16;                // the format nests four levels
+  auto doc = json::parse(text, &perr, strict);
   auto bad = [&](const std::string& msg) -> std::optional<Manifest> {
     if (error) *error = msg;
     return std::nullopt;
@@ -99,6 +147,10 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string* error
   if (!doc) return bad("not valid JSON: " + perr);
   if (!doc->is_object()) return bad("the manifest is not a JSON object");
   const json::Value& d = *doc;
+  // Unknown fields are refused, not ignored: a field this runtime does not
+  // know could be a requirement it would silently not enforce.
+  if (std::string unknown = unknown_field(d, kManifestFields); !unknown.empty())
+    return bad("unknown field '" + unknown + "' (known: " + joined(kManifestFields) + ")");
   Manifest m;
   auto req_string = [&](const char* key, std::string* out) -> bool {
     const json::Value* v = d.find(key);
@@ -119,21 +171,42 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string* error
   }
   const json::Value* provides = d.find("provides");
   if (!provides || !provides->is_array() || provides->empty()) return bad("provides: missing or not a non-empty array");
+  size_t index = 0;
   for (const json::Value& p : provides->as_array()) {
+    const std::string at = "provides[" + std::to_string(index++) + "]";
+    if (!p.is_object()) return bad(at + ": not an object");
+    if (std::string unknown = unknown_field(p, kProvidesFields); !unknown.empty())
+      return bad(at + ": unknown field '" + unknown + "' (known: " + joined(kProvidesFields) + ")");
     ProvidedOp op;
-    if (!p.is_object() || !p["op"].is_string() || p["op"].as_string().empty()) return bad("provides: each entry needs an 'op' string");
+    if (!p["op"].is_string() || p["op"].as_string().empty()) return bad(at + ".op: missing or not a string");
     op.op = p["op"].as_string();
-    if (!p["types"].is_array()) return bad("provides[" + op.op + "].types: missing or not an array");
+    if (!known(kOpClasses, op.op)) return bad(at + ".op: unknown op '" + op.op + "' (known: " + joined(kOpClasses) + ")");
+    if (!p["types"].is_array() || p["types"].empty()) return bad(at + ".types: missing or not a non-empty array");
     for (const json::Value& t : p["types"].as_array()) {
-      if (!t.is_string()) return bad("provides[" + op.op + "].types: not all strings");
-      op.types.push_back(t.as_string());
+      if (!t.is_string()) return bad(at + ".types: not all strings");
+      const std::string& type = t.as_string();
+      if (type == "*") {
+        if (p["types"].size() != 1) return bad(at + ".types: \"*\" (every type) must be the only entry");
+      } else if (!known_tensor_type(type)) {
+        return bad(at + ".types: unknown tensor type '" + type + "' (tensor type names such as Q8_0, Q4_K, F16, or \"*\")");
+      }
+      if (std::find(op.types.begin(), op.types.end(), type) != op.types.end())
+        return bad(at + ".types: '" + type + "' is listed twice");
+      op.types.push_back(type);
     }
-    op.device = p["device"].is_string() ? p["device"].as_string() : "cpu";
-    if (op.device != "cpu" && op.device != "cuda") return bad("provides[" + op.op + "].device: '" + op.device + "' (expected cpu or cuda)");
+    if (const json::Value* device = p.find("device")) {
+      if (!device->is_string()) return bad(at + ".device: not a string");
+      op.device = device->as_string();
+    } else {
+      op.device = "cpu";
+    }
+    if (op.device != "cpu" && op.device != "cuda") return bad(at + ".device: '" + op.device + "' (expected cpu or cuda)");
     m.provides.push_back(std::move(op));
   }
   if (const json::Value* req = d.find("requires")) {
     if (!req->is_object()) return bad("requires: not an object");
+    if (std::string unknown = unknown_field(*req, kRequiresFields); !unknown.empty())
+      return bad("requires: unknown field '" + unknown + "' (known: " + joined(kRequiresFields) + ")");
     if (const json::Value* cf = req->find("cpu_features")) {
       if (!cf->is_array()) return bad("requires.cpu_features: not an array");
       for (const json::Value& f : cf->as_array()) {

@@ -1,10 +1,20 @@
 // PackageStore: the kernel packages installed in one directory, their state
 // (state.json: enabled/disabled, per-model version pins) and the operations
-// on them — list, enable, disable, install (.gkpkg), uninstall, pin. State
-// changes are made under an advisory lock (flock on <dir>/.lock) and written
-// atomically (temporary file + rename), so the CLI and the app can act at once.
-// Disabling or uninstalling a package that a live model or session leases
-// (LeaseRegistry) fails and names the holders. docs/PACKAGES.md.
+// on them — list, enable, disable, install (.gkpkg), uninstall, pin,
+// reset-state. State changes are made under an advisory lock (flock on
+// <dir>/.lock) and written atomically (temporary file + fsync + rename), so
+// the CLI and the app can act at once. Disabling or uninstalling a package
+// that a live model or session leases (LeaseRegistry, <dir>/.leases) fails
+// and names the holders. docs/PACKAGES.md.
+//
+// State and leases fail closed: a state.json that cannot be read or parsed is
+// an error naming it (never "all enabled"), and is never overwritten by a
+// change (reset_state sets it aside); a .leases that is not a directory makes
+// every operation that must know the holders refuse.
+//
+// Installing never runs the package's code in this process: the files are
+// checked by reading them, and the library's provider ABI by
+// guild-package-probe in a child process (probe.h).
 //
 // Two layers (docs/PACKAGES.md, "Where packages are found"): the user's
 // packages directory (writable; holds state.json, the lock and the leases)
@@ -30,7 +40,19 @@ struct PackageState {
   std::map<std::string, bool> enabled;                            // absent = enabled
   std::map<std::string, std::map<std::string, std::string>> pins;  // model -> package -> version
   json::Value to_json() const;
-  static PackageState from_json(const json::Value& v);
+  // Strict: the schema tag, known fields and their types; nullopt and *error
+  // ("pins.x.gguf: not an object") otherwise.
+  static std::optional<PackageState> from_json(const json::Value& v, std::string* error);
+};
+
+// What keeps a store from answering for certain: its state file cannot be
+// read (status Corrupt or Io), or its lease records cannot be (Io). Empty
+// messages when all is well.
+struct StoreProblems {
+  PackageStatus state_status = PackageStatus::Ok;
+  std::string state_error;   // "/…/state.json is corrupt (line 1, column 41: …); …"
+  std::string leases_error;  // "/…/.leases is a regular file, not a directory; …"
+  bool any() const { return !state_error.empty() || !leases_error.empty(); }
 };
 
 // Which layer a package comes from.
@@ -80,8 +102,12 @@ class PackageStore {
   const std::string& bundled_dir() const { return bundled_dir_; }
 
   // Every package of both layers, by name; a user package hides a bundled
-  // one of the same name.
-  std::vector<PackageEntry> list(PackageState* state_out = nullptr) const;
+  // one of the same name. When the state file cannot be read, every entry
+  // reads as disabled (nothing can be decided) and problems->state_error says
+  // why; when the lease records cannot be read, problems->leases_error.
+  std::vector<PackageEntry> list(PackageState* state_out = nullptr, StoreProblems* problems = nullptr) const;
+  // schema guild.packages-list/1; "state_error" ({status, message} or null)
+  // and "leases_error" (string or null) carry the problems.
   json::Value list_json() const;
 
   PackageStatus enable(const std::string& name, std::string* error);
@@ -92,8 +118,14 @@ class PackageStore {
   PackageStatus uninstall(const std::string& name, std::string* error);
   // Pins (version non-empty) or unpins (empty) a model to a package version.
   PackageStatus pin(const std::string& model, const std::string& name, const std::string& version, std::string* error);
+  // Sets state.json aside (renamed to state.json.set-aside-<UTC time>, kept
+  // for the user to inspect), so that the defaults apply: every package
+  // enabled, no pins. The way out of a corrupt state file. *moved_to: the new
+  // name, "" when there was no state file.
+  PackageStatus reset_state(std::string* moved_to, std::string* error);
 
-  PackageState read_state() const;
+  // The state file; Ok with the defaults when there is none.
+  PackageStatus read_state(PackageState* state, std::string* error) const;
 
  private:
   PackageStatus set_enabled(const std::string& name, bool enabled, std::string* error);
@@ -104,10 +136,18 @@ class PackageStore {
 
 // Holders of a package: this process's LeaseRegistry holders, then those
 // other live processes recorded under <dir>/.leases ("model x.gguf (process
-// 1234)"); stale records (dead processes) are removed.
-std::vector<std::string> package_holders(const std::string& dir, const std::string& name);
-// "cannot disable cpu-avx2: it is in use by model x.gguf, session 3 (model
-// x.gguf); unload them first" or "" when free.
-std::string lease_conflict(const std::string& dir, const std::string& name, const char* action);
+// 1234)"); stale records (dead processes) are removed. False and *error when
+// the records cannot be read (.leases is not a directory, is a symbolic
+// link, cannot be listed): then nobody can say the package is free.
+bool package_holders(const std::string& dir, const std::string& name, std::vector<std::string>* holders, std::string* error);
+// Ok when nobody holds the package; Busy and "cannot disable cpu-avx2: it is
+// in use by model x.gguf, session 3 (model x.gguf); unload them first"; Io
+// and "cannot disable cpu-avx2: …/.leases is a regular file, not a
+// directory; package leases cannot be checked: remove it" when the records
+// cannot be read.
+PackageStatus lease_conflict(const std::string& dir, const std::string& name, const char* action, std::string* error);
+// "" when <dir>/.leases is absent or a real directory this process can read
+// (and, with for_writing, write); else why not, naming it.
+std::string leases_dir_problem(const std::string& dir, bool for_writing);
 
 }  // namespace guild::packages

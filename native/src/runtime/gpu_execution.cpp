@@ -95,19 +95,10 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   return true;
 }
 
-std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend, const ModelHparams& hp,
-                                                   const ModelWeights& w, const CpuKernelTable& k, ThreadPool& pool,
-                                                   const GpuLoadOptions& o, json::Value* detail, std::string* error) {
-  std::unique_ptr<GpuExecution> g(new GpuExecution());
-  g->backend_ = &backend;
-  g->hp_ = &hp;
-  g->w_ = &w;
-  g->kernels_ = &k;
-  g->pool_ = &pool;
-  g->opt_ = o;
-  if (const char* env = std::getenv("GUILD_POOL_HOLD"); env && std::string(env) == "0") g->hold_pool_ = false;
+bool GpuExecution::plan_budget(const gpu::BackendV1& backend, const ModelHparams& hp, const ModelWeights& w,
+                               const GpuLoadOptions& o, GpuBudget* out, json::Value* detail, std::string* error) {
   size_t free_b = 0, total_b = 0;
-  if (!g->backend_->device_memory(o.device, &free_b, &total_b, error)) return nullptr;
+  if (!backend.device_memory(o.device, &free_b, &total_b, error)) return false;
   const int64_t avail = static_cast<int64_t>(free_b) - kGpuReserveBytes;
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(0, o.budget_bytes >= 0 ? std::min<int64_t>(o.budget_bytes, avail) : avail));
 
@@ -116,16 +107,17 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
   gpu::DecoderMemory m_all, m_dense;
-  if (!g->backend_->estimate(hp, w, all, &m_all, error)) return nullptr;
+  if (!backend.estimate(hp, w, all, &m_all, error)) return false;
   gpu::DecoderOptions dense = all;
   dense.expert_cache_slots.assign(hp.n_layer, 0);
-  if (!g->backend_->estimate(hp, w, dense, &m_dense, error)) return nullptr;
+  if (!backend.estimate(hp, w, dense, &m_dense, error)) return false;
+  out->stream_prefill = true;
   if (m_dense.total() > budget) {
     // No room for the prefill staging area: the CPU computes its experts in
     // prefill too.
     dense.stream_prefill = false;
-    if (!g->backend_->estimate(hp, w, dense, &m_dense, error)) return nullptr;
-    g->opt_.stream_prefill = false;
+    if (!backend.estimate(hp, w, dense, &m_dense, error)) return false;
+    out->stream_prefill = false;
   }
   detail->set("prefill_staging_gib", m_dense.staging / kGiB);
   detail->set("device_free_gib", free_b / kGiB);
@@ -140,12 +132,40 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
                   "GPU budget of %.2f GiB cannot hold the dense weights, KV cache and workspace (%.2f GiB)", budget / kGiB,
                   m_dense.total() / kGiB);
     *error = buf;
-    return nullptr;
+    return false;
   }
+  detail->set("mode", all_fit ? "all on the GPU" : o.experts_on_cpu ? "experts on the CPU" : "hybrid");
+  out->budget = budget;
+  out->all = m_all;
+  out->dense = m_dense;
+  out->all_fit = all_fit;
+  return true;
+}
+
+std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend, const ModelHparams& hp,
+                                                   const ModelWeights& w, const CpuKernelTable& k, ThreadPool& pool,
+                                                   const GpuLoadOptions& o, json::Value* detail, std::string* error) {
+  std::unique_ptr<GpuExecution> g(new GpuExecution());
+  g->backend_ = &backend;
+  g->hp_ = &hp;
+  g->w_ = &w;
+  g->kernels_ = &k;
+  g->pool_ = &pool;
+  g->opt_ = o;
+  if (const char* env = std::getenv("GUILD_POOL_HOLD"); env && std::string(env) == "0") g->hold_pool_ = false;
+  GpuBudget fit;
+  if (!plan_budget(backend, hp, w, o, &fit, detail, error)) return nullptr;
+  if (!fit.stream_prefill) g->opt_.stream_prefill = false;
+  const uint64_t budget = fit.budget;
+  const gpu::DecoderMemory& m_dense = fit.dense;
+  const bool all_fit = fit.all_fit;
+  gpu::DecoderOptions all;
+  all.device = o.device;
+  all.n_ctx = o.n_ctx;
+  all.max_tokens = o.max_tokens;
   g->expert_bytes_.assign(hp.n_layer, 0);
   for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = g->backend_->expert_cache_bytes(hp, w, l);
   if (all_fit) {
-    detail->set("mode", "all on the GPU");
     g->plan_.slots.assign(hp.n_layer, 0);
     g->plan_.experts.assign(hp.n_layer, {});
     for (int l = 0; l < hp.n_layer; ++l)
@@ -192,7 +212,6 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   g->plan_ = plans[0];
   g->peer_plans_.assign(plans.begin() + 1, plans.end());
   if (!g->peer_plans_.empty()) detail->set("peers", std::move(peers_json));
-  detail->set("mode", o.experts_on_cpu ? "experts on the CPU" : "hybrid");
   detail->set("expert_cache_budget_gib", g->cache_budget_ / kGiB);
   if (!g->build_decoder(g->plan_.slots, error)) return nullptr;
   g->policy_.init(hp.n_layer, hp.n_expert, 0.5, 1.5, kPolicyMaxCopies);

@@ -42,8 +42,24 @@ struct GpuLoadOptions {
 };
 inline constexpr int64_t kGpuReserveBytes = int64_t{1} << 30;
 
+// The device budget arithmetic of GpuExecution::create (plan_budget).
+struct GpuBudget {
+  uint64_t budget = 0;            // device bytes the model may use
+  gpu::DecoderMemory all;         // everything on the device
+  gpu::DecoderMemory dense;       // dense weights, KV cache and workspace (no expert cache)
+  bool all_fit = false;           // every expert fits beside the dense part
+  bool stream_prefill = true;     // false: no room for the prefill staging area
+};
+
 class GpuExecution {
  public:
+  // The budget decision of create(), allocating nothing (the device is only
+  // asked for its free memory): false + *error when the device cannot hold
+  // even the dense part, or the device or the estimate fails. *detail gets
+  // the arithmetic (and "mode" when it fits). A pre-flight check
+  // (GuildModel::check) stops here.
+  static bool plan_budget(const gpu::BackendV1& backend, const ModelHparams& hp, const ModelWeights& w,
+                          const GpuLoadOptions& o, GpuBudget* out, json::Value* detail, std::string* error);
   // Stage 9: plans the budget and uploads the dense weights (and, when they
   // fit, all experts). Null + *error when the device cannot hold even the
   // dense part or fails; *detail gets the budget arithmetic either way.

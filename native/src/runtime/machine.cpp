@@ -46,7 +46,49 @@ uint64_t meminfo_kb(const std::string& key) {
   return 0;
 }
 
+// Room left under the cgroup v2 memory limits of this process (its own
+// group and every parent: the tightest wins), or UINT64_MAX without one.
+uint64_t cgroup_room_bytes() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line, rel;
+  while (std::getline(self, line))
+    if (line.rfind("0::", 0) == 0) rel = line.substr(3);
+  if (rel.empty()) return UINT64_MAX;
+  uint64_t room = UINT64_MAX;
+  std::filesystem::path dir = std::filesystem::path("/sys/fs/cgroup") / std::filesystem::path(rel).relative_path();
+  for (int depth = 0; depth < 64; ++depth) {
+    std::ifstream max_f(dir / "memory.max"), cur_f(dir / "memory.current");
+    std::string max_text;
+    uint64_t current = 0;
+    if (max_f >> max_text && max_text != "max" && cur_f >> current) {
+      try {
+        const uint64_t limit = std::stoull(max_text);
+        room = std::min(room, limit > current ? limit - current : 0);
+      } catch (...) {
+      }
+    }
+    if (!dir.has_relative_path() || dir == "/sys/fs/cgroup") break;
+    dir = dir.parent_path();
+  }
+  return room;
+}
+
 }  // namespace
+
+uint64_t available_memory_bytes() {
+  uint64_t avail = meminfo_kb("MemAvailable") * 1024;
+  if (avail == 0) {
+    struct sysinfo si {};
+    if (sysinfo(&si) == 0) avail = (static_cast<uint64_t>(si.freeram) + si.bufferram) * si.mem_unit;
+  }
+  return std::min(avail, cgroup_room_bytes());
+}
+
+uint64_t memory_for_allocations() {
+  const uint64_t avail = available_memory_bytes();
+  const uint64_t headroom = std::max<uint64_t>(uint64_t{512} << 20, avail / 10);
+  return avail > headroom ? avail - headroom : 0;
+}
 
 MachineInfo detect_machine() {
   MachineInfo m;

@@ -40,6 +40,14 @@ struct MachineInfo {
   json::Value to_json() const;
 };
 
+// Memory a new allocation can get now: /proc/meminfo's MemAvailable, capped
+// by the room left under this process's cgroup (v2) memory limits.
+uint64_t available_memory_bytes();
+// What one more large allocation (a session, aligned weight copies) may take:
+// available_memory_bytes() less a headroom of max(512 MiB, 10 %) left to the
+// rest of the process and the system.
+uint64_t memory_for_allocations();
+
 // What this machine has. GUILD_NUMA_FAKE_NODES=N (testing only) splits the
 // usable CPUs into N fake nodes (split_numa_nodes_for_testing).
 MachineInfo detect_machine();

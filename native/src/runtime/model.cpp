@@ -1,13 +1,17 @@
 // GuildModel::load: the load stages, in the order of the seed's lifecycle and
 // ARCHITECTURE.md §2. Each stage is one StartupProfile entry; a stage with
-// nothing to do here still appears, with a detail saying why.
+// nothing to do here still appears, with a detail saying why. GuildModel::check
+// runs the same stages as a pre-flight check (check_only): the ones that decide
+// whether the load succeeds, minus every side effect.
 #include "runtime/model.h"
 
+#include "models/hparam_limits.h"
 #include "packages/loader.h"
 #include "packages/store.h"
 #include "runtime/calibration_text.h"
 #include "runtime/gpu_execution.h"
 #include "runtime/numa_placement.h"
+#include "runtime/session_memory.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,30 +32,84 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+constexpr const char* kVocabOnlySkip = "vocab-only load: only the container and the tokenizer are read";
+constexpr const char* kCheckSkip = "pre-flight check: nothing is started, leased, bound or touched here";
+
+// The threads a load uses: the option, else one per physical core.
+int load_threads(const LoadOptions& options, const MachineInfo& machine) {
+  return options.n_threads > 0 ? options.n_threads : std::max(1, machine.physical_usable);
+}
+
 }  // namespace
 
 GuildModel::~GuildModel() = default;
 
+uint64_t GuildModel::session_memory_limit() const {
+  return options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : memory_for_allocations();
+}
+
+bool GuildModel::files_unchanged(std::string* error) {
+  if (files_->unchanged_on_disk(error)) return true;
+  mark_failed(*error);
+  return false;
+}
+
+// What run_stages did: the model (null only when it could not be made), and
+// on failure the load's message and the stage that gave it.
+struct GuildModel::StageRun {
+  std::unique_ptr<GuildModel> model;
+  LoadErrorKind kind = LoadErrorKind::None;
+  std::string error;
+  std::string stage;
+};
+
 std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const LoadOptions& options,
                                              std::string* error, LoadErrorKind* kind) {
-  LoadErrorKind ignored;
-  if (!kind) kind = &ignored;
-  *kind = LoadErrorKind::None;
-  std::unique_ptr<GuildModel> m;
+  StageRun run = run_stages(path, options, /*check_only=*/false);
+  if (kind) *kind = run.kind;
+  if (run.kind != LoadErrorKind::None) {
+    *error = run.error;
+    return nullptr;
+  }
+  return std::move(run.model);
+}
+
+LoadCheck GuildModel::check(const std::string& path, const LoadOptions& options) {
+  LoadOptions full = options;
+  full.vocab_only = false;
+  StageRun run = run_stages(path, full, /*check_only=*/true);
+  LoadCheck c;
+  c.ok = run.kind == LoadErrorKind::None;
+  c.kind = run.kind;
+  c.stage = run.stage;
+  c.error = run.error;
+  if (!run.model) return c;
+  GuildModel& m = *run.model;
+  c.profile = m.profile_.to_json();
+  c.estimate = std::move(m.estimate_);
+  return c;
+}
+
+GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadOptions& options, bool check_only) {
+  StageRun run;
+  std::unique_ptr<GuildModel>& m = run.model;
   try {
     m.reset(new GuildModel());
   } catch (const std::bad_alloc&) {
-    *kind = LoadErrorKind::OutOfMemory;
-    *error = path + ": out of memory";
-    return nullptr;
+    run.kind = LoadErrorKind::OutOfMemory;
+    run.error = path + ": out of memory";
+    return run;
   }
   m->path_ = path;
   m->display_name_ = file_name(path);
   m->options_ = options;
   m->queue_.set_max_waiting(options.max_queued);
   StartupProfile& prof = m->profile_;
+  json::Value& estimate = m->estimate_;
   int stage_index = 0;
+  const char* stage_name = "";
   auto enter = [&](const char* name) -> StageRecord& {
+    stage_name = name;
     StageRecord& r = prof.begin(name);
     if (options.progress && !options.progress(name, static_cast<double>(stage_index) / kLoadStageCount))
       throw LoadFailure{LoadErrorKind::Cancelled, "load cancelled during stage " + std::string(name)};
@@ -59,6 +117,8 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     return r;
   };
   auto fail = [&](LoadErrorKind k, const std::string& msg) { throw LoadFailure{k, msg}; };
+  // A stage a check does not run: recorded, with why.
+  auto skip_for_check = [&](const char* name) { enter(name).detail.set("skipped", kCheckSkip); };
 
   try {
     std::string err;
@@ -74,6 +134,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     {
       StageRecord& st = enter("device_policy");
       if (options.n_threads < 0 || options.n_ctx < 0) fail(LoadErrorKind::InvalidArgument, "negative thread count or context size");
+      if (options.n_ctx > hparam_limits::kMaxContext)
+        fail(LoadErrorKind::InvalidArgument, "context size " + std::to_string(options.n_ctx) + " exceeds the limit of " +
+                                                 std::to_string(hparam_limits::kMaxContext) + " tokens");
       machine = detect_machine();
       prof.machine() = machine.to_json();
       st.detail.set("threads_requested", options.n_threads);
@@ -119,8 +182,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       st.detail.set("gpu", gpu_choice == "cpu" ? json::Value("not used (gpu = cpu)") : json::Value("see stage 2"));
       // The CPU kernel table is chosen in stage 2, among the enabled packages.
       // Worker CPUs: one per physical core first.
-      const int n_threads = options.n_threads > 0 ? options.n_threads : std::max(1, machine.physical_usable);
+      const int n_threads = load_threads(options, machine);
       st.detail.set("threads", n_threads);
+      estimate.set("threads", n_threads);
       exec.n_ctx = options.n_ctx;
       // Keep the CPU list for stage 6.
       json::Value cpus = json::Value::array();
@@ -131,11 +195,16 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     // 2. Enabled kernel packages. The runtime has no kernels of its own:
     // the CPU table comes from the packages of the user's directory and the
     // bundled ones (docs/PACKAGES.md), or the load fails here.
-    {
+    if (options.vocab_only) {
+      enter("packages").detail.set("skipped", kVocabOnlySkip);
+    } else {
       StageRecord& st = enter("packages");
       // An explicit directory, else $GUILD_PACKAGES_DIR, else the user data dir.
       const packages::PackageStore store(packages::PackageStore::resolve_dir(options.packages_dir));
       packages::PackageLoadResult pr = packages::load_enabled_packages(store, m->display_name_);
+      // A state file or lease records that cannot be read: refuse, never guess (docs/PACKAGES.md).
+      if (!pr.error.empty())
+        fail(pr.error_status == packages::PackageStatus::Corrupt ? LoadErrorKind::Format : LoadErrorKind::Io, pr.error);
       st.detail.set("dir", pr.dir);
       st.detail.set("bundled_dir", pr.bundled_dir.empty() ? json::Value() : json::Value(pr.bundled_dir));
       json::Value loaded = json::Value::array();
@@ -174,12 +243,19 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
                  " (see `guild packages list`)");
       }
       packages::CpuOpProviders op_providers;
-      m->kernel_provider_ = packages::compose_cpu_kernels(chosen, pr, "model " + m->display_name_, &op_providers);
+      std::string lease_error;
+      // A check composes the same table but leases nothing (an empty holder):
+      // it holds the libraries only while it runs.
+      const std::string holder = check_only ? std::string() : "model " + m->display_name_;
+      m->kernel_provider_ = packages::compose_cpu_kernels(chosen, pr, holder, &op_providers, &lease_error);
+      if (!m->kernel_provider_) fail(LoadErrorKind::Io, lease_error);
       m->kernels_ = m->kernel_provider_->cpu;
       st.detail.set("cpu_source", "package");
       // Other processes (the CLI while the app runs) see this use too; this
       // process's own leases are taken in stage 7.
-      packages::record_process_lease(*m->kernel_provider_, pr.dir, "model " + m->display_name_);
+      if (!check_only && !packages::record_process_lease(*m->kernel_provider_, pr.dir, holder, &lease_error))
+        fail(LoadErrorKind::Io, lease_error);
+      if (check_only) st.detail.set("leases", "none (pre-flight check)");
       st.detail.set("cpu_kernels", m->kernels_->name);
       // device_policy.cpu_kernels (profile schema v1) reports the same choice,
       // made here now that it depends on the packages.
@@ -239,8 +315,11 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         } else if (gp->gpu->available(&why) && gp->gpu->device_info(gpu_device, &info, &why) && info.cc_major >= 8) {
           use_gpu = true;
           m->gpu_provider_ = gp;
-          m->gpu_lease_ = Lease(gp->manifest.name, "model " + m->display_name_);
-          packages::record_process_lease(*gp, pr.dir, "model " + m->display_name_);
+          if (!check_only) {
+            m->gpu_lease_ = Lease(gp->manifest.name, holder);
+            if (std::string gpu_lease_error; !packages::record_process_lease(*gp, pr.dir, holder, &gpu_lease_error))
+              fail(LoadErrorKind::Io, gpu_lease_error);
+          }
           json::Value g = json::Value::object();
           g.set("device", gpu_device);
           g.set("name", info.name);
@@ -289,6 +368,30 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       st.detail.set("gguf_version", m->files_->primary().version());
     }
 
+    // A vocab-only load stops here: the tokenizer is built from the metadata
+    // and every other stage is recorded as skipped.
+    if (options.vocab_only) {
+      for (int i = 3; i < kLoadStageCount - 1; ++i) enter(kLoadStages[i]).detail.set("skipped", kVocabOnlySkip);
+      StageRecord& st = enter("tokenizer");
+      m->vocab_ = Vocab::from_gguf(*m->files_, &err);
+      if (!m->vocab_) fail(LoadErrorKind::Format, path + ": " + err);
+      st.detail.set("model", std::string(m->vocab_->model_name()));
+      st.detail.set("pre", std::string(m->vocab_->pre_name()));
+      st.detail.set("tokens", m->vocab_->n_tokens());
+      m->vocab_only_ = true;
+      m->hp_.n_vocab = m->vocab_->n_tokens();
+      m->hp_.n_ctx_train = 0;
+      if (auto arch = m->files_->get_string("general.architecture")) {
+        m->hp_.arch = std::string(*arch);
+        if (auto ctx = m->files_->get_int(m->hp_.arch + ".context_length"); ctx && *ctx > 0 && *ctx <= hparam_limits::kMaxContext)
+          m->hp_.n_ctx_train = static_cast<int>(*ctx);
+      }
+      m->mark_failed("opened for its tokenizer only (vocab only): it cannot generate");
+      prof.finish();
+      if (options.progress) options.progress("ready", 1.0);
+      return run;
+    }
+
     // 4. Runner: architecture and capability checks.
     {
       StageRecord& st = enter("runner");
@@ -335,6 +438,8 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       m->exec_ = std::make_shared<const ModelExecutionState>(exec);
       st.detail.set("kv_type", exec.kv_type == KvType::F16 ? "f16" : "f32");
       st.detail.set("n_ctx", exec.n_ctx);
+      estimate.set("n_ctx", exec.n_ctx);
+      estimate.set("kv_type", exec.kv_type == KvType::F16 ? "f16" : "f32");
       st.detail.set("rope", exec.rope.style == RopeStyle::Neox ? "neox" : "norm");
       st.detail.set("rope_freq_base", exec.rope.freq_base);
       st.detail.set("shared_kv_layers", 0);
@@ -344,9 +449,13 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     // 6. CPU expert pool: affinity installed before any expert page is touched.
     //    With workers on several NUMA nodes, each layer's routed experts are
     //    assigned to nodes and first touched there (runtime/numa_placement.h).
-    {
+    //    A check starts no pool: the sizes that depend on it use the thread
+    //    count it would have.
+    if (check_only) {
+      skip_for_check("expert_pool");
+    } else {
       StageRecord& st = enter("expert_pool");
-      const int n_threads = options.n_threads > 0 ? options.n_threads : std::max(1, machine.physical_usable);
+      const int n_threads = load_threads(options, machine);
       std::vector<int> cpus;
       if (options.pin_threads)
         for (int i = 0; i < n_threads && !machine.worker_cpus.empty(); ++i)
@@ -361,7 +470,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     }
 
     // 7. Streams and the kernel lease.
-    {
+    if (check_only) {
+      skip_for_check("stream_and_lease");
+    } else {
       StageRecord& st = enter("stream_and_lease");
       m->kernel_lease_ = Lease(m->kernels_->name, "model " + m->display_name_);
       if (use_gpu) {
@@ -376,8 +487,10 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       st.detail.set("leased_providers", json::Value::array({json::Value(m->kernels_->name)}));
     }
 
-    // 8. .gexec resolution: never fails the load.
-    {
+    // 8. .gexec resolution: never fails the load (so a check skips it).
+    if (check_only) {
+      skip_for_check("gexec");
+    } else {
       StageRecord& st = enter("gexec");
       const std::string sidecar = path + ".gexec";
       std::error_code ec;
@@ -392,7 +505,13 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     }
 
     // 9. Dense weights and output head (zero-copy views of the mapping on the CPU).
-    TensorBinder binder(*m->files_, *m->kernels_);
+    TensorBinder binder(*m->files_, *m->kernels_, m->weights_);
+    // Tensors a small general.alignment leaves misaligned for their type are
+    // copied (models/weights.h); the copies must fit in memory.
+    binder.set_copy_limit(m->session_memory_limit());
+    // A check runs the binder's every test (names, shapes, kernels, the copy
+    // limit) but copies and reads nothing: its views are never used.
+    binder.set_check_only(check_only);
     {
       StageRecord& st = enter("dense_weights");
       if (!m->runner_->bind_dense(binder, m->hp_, &m->weights_, &err)) {
@@ -400,8 +519,11 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         fail(unsupported ? LoadErrorKind::Unsupported : LoadErrorKind::Format, path + ": " + err);
       }
       st.bytes = binder.bound_bytes();
+      st.detail.set("aligned_copies", binder.copied_tensors());
+      st.detail.set("aligned_copy_bytes", static_cast<unsigned long long>(binder.copied_bytes()));
       st.detail.set("output_tied", m->weights_.output_tied);
-      st.detail.set("placement", "cpu (mapped)");
+      st.detail.set("placement", check_only ? "checked, not bound (pre-flight check)" : "cpu (mapped)");
+      estimate.set("dense_bytes", static_cast<unsigned long long>(binder.bound_bytes()));
     }
     // The GPU side needs the experts bound too (to size its caches): it is
     // created at the end of stage 10, and stage 9's record gets the upload.
@@ -417,9 +539,16 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
       }
       st.bytes = binder.bound_bytes() - before;
       st.detail.set("source", "gguf");
+      if (StageRecord* dense = prof.find("dense_weights")) {  // the copies of both stages, counted in one place
+        dense->detail.set("aligned_copies", binder.copied_tensors());
+        dense->detail.set("aligned_copy_bytes", static_cast<unsigned long long>(binder.copied_bytes()));
+      }
       st.detail.set("moe_layers", static_cast<long long>(std::count_if(
           m->weights_.layers.begin(), m->weights_.layers.end(), [](const LayerWeights& L) { return L.is_moe(); })));
       m->weight_bytes_ = binder.bound_bytes();
+      estimate.set("expert_bytes", static_cast<unsigned long long>(st.bytes));
+      estimate.set("weight_bytes", static_cast<unsigned long long>(m->weight_bytes_));
+      estimate.set("aligned_copy_bytes", static_cast<unsigned long long>(binder.copied_bytes()));
       if (use_gpu) {
         // Dense weights, KV cache and workspace to the device, then the first
         // expert cache fill (no routing statistics yet: equal shares per layer).
@@ -433,9 +562,18 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
         go.peer_stand_in = options.gpu_peer_stand_in;
         go.pin_cpu = options.pin_threads && !machine.worker_cpus.empty() ? machine.worker_cpus[0] : -1;
         json::Value gd = json::Value::object();
-        m->gpu_.reset(GpuExecution::create(*m->gpu_provider_->gpu, m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err)
-                          .release());
-        if (!m->gpu_) {
+        // A check stops at the budget arithmetic (the device is asked for its
+        // free memory; nothing is allocated or uploaded).
+        bool placed = false;
+        if (check_only) {
+          GpuBudget fit;
+          placed = GpuExecution::plan_budget(*m->gpu_provider_->gpu, m->hp_, m->weights_, go, &fit, &gd, &err);
+        } else {
+          m->gpu_.reset(GpuExecution::create(*m->gpu_provider_->gpu, m->hp_, m->weights_, *m->kernels_, *m->pool_, go, &gd, &err)
+                            .release());
+          placed = m->gpu_ != nullptr;
+        }
+        if (!placed) {
           if (!gpu_required) {
             prof.add_fallback("dense_weights", "GPU not used: " + err + "; everything runs on the CPU");
             gd.set("error", err);
@@ -443,6 +581,14 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
           } else {
             fail(err.find("budget") != std::string::npos ? LoadErrorKind::OutOfMemory : LoadErrorKind::Unsupported, path + ": " + err);
           }
+        }
+        if (placed) {
+          const json::Value& mode = gd["mode"];
+          estimate.set("placement", mode.is_string() && mode.as_string() == "all on the GPU" ? "gpu"
+                                    : mode.is_string() && mode.as_string() == "experts on the CPU" ? "experts on the CPU"
+                                                                                                  : "hybrid");
+          estimate.set("gpu_device", "cuda:" + std::to_string(gpu_device));
+          estimate.set("gpu", gd);
         }
         if (StageRecord* dense = prof.find("dense_weights")) {
           if (m->gpu_) {
@@ -465,11 +611,17 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
           st.detail.set("tiers", m->gpu_->hybrid() ? "gpu cache + ram (cpu expert pool)" : "gpu (all experts)");
         }
       }
-      if (!m->gpu_) st.detail.set("tiers", "ram (cpu expert pool)");
+      if (!use_gpu) {
+        st.detail.set("tiers", "ram (cpu expert pool)");
+        estimate.set("placement", "cpu");
+      }
     }
 
-    // 11. Calibration and the GPU expert cache.
-    {
+    // 11. Calibration and the GPU expert cache (the placement a check does
+    // not make: it measures routing on the device).
+    if (check_only) {
+      skip_for_check("calibration");
+    } else {
       StageRecord& st = enter("calibration");
       if (m->gpu_) {
         // Routing statistics need the calibration text as tokens: the
@@ -502,7 +654,9 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     }
 
     // 12. RAM-resident complement: experts read in place from the mapping.
-    {
+    if (check_only) {
+      skip_for_check("ram_complement");
+    } else {
       StageRecord& st = enter("ram_complement");
       uint64_t expert_bytes = 0;
       for (const LayerWeights& L : m->weights_.layers)
@@ -531,11 +685,21 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     // 13. Shared session state: what each session will allocate.
     {
       StageRecord& st = enter("session_state");
-      const ModelHparams& hp = m->hp_;
-      const uint64_t elem = exec.kv_type == KvType::F16 ? 2 : 4;
-      const uint64_t kv_bytes = static_cast<uint64_t>(hp.n_layer) * exec.n_ctx *
-                                (static_cast<uint64_t>(hp.n_head_kv) * (hp.head_dim_k + hp.head_dim_v)) * elem;
-      if (m->gpu_) {
+      // What a session of the default context will allocate, checked now so
+      // that a model whose first session cannot fit fails here with the
+      // numbers rather than later (every session is checked again).
+      // use_gpu: the GPU holds the model (a check: it would).
+      const SessionMemory need =
+          estimate_session_memory(m->hp_, exec.n_ctx, load_threads(options, machine), exec.kv_type, use_gpu);
+      const uint64_t kv_bytes = need.kv;
+      st.detail.set("session_memory", need.to_json());
+      const uint64_t limit = m->session_memory_limit();
+      st.detail.set("memory_available_bytes", static_cast<unsigned long long>(limit));
+      estimate.set("session", need.to_json());
+      estimate.set("memory_available_bytes", static_cast<unsigned long long>(limit));
+      if (!session_memory_fits(need, limit, &err))
+        fail(LoadErrorKind::OutOfMemory, path + ": the default context: " + err);
+      if (use_gpu) {
         // One device KV cache (f16) per model: the session that runs holds it;
         // another session's next turn re-prefills its own history first.
         st.detail.set("kv_bytes_per_session", 0);
@@ -563,18 +727,45 @@ std::unique_ptr<GuildModel> GuildModel::load(const std::string& path, const Load
     }
     prof.finish();
     if (options.progress) options.progress("ready", 1.0);
-    return m;
+    return run;
   } catch (const LoadFailure& f) {
-    *kind = f.kind;
-    *error = f.message;
+    run.kind = f.kind;
+    run.error = f.message;
   } catch (const std::bad_alloc&) {
-    *kind = LoadErrorKind::OutOfMemory;
-    *error = path + ": out of memory while loading";
+    run.kind = LoadErrorKind::OutOfMemory;
+    run.error = path + ": out of memory while loading";
   } catch (const std::exception& e) {
-    *kind = LoadErrorKind::Format;
-    *error = path + ": " + e.what();
+    run.kind = LoadErrorKind::Format;
+    run.error = path + ": " + e.what();
   }
-  return nullptr;
+  run.stage = stage_name;
+  prof.finish();  // the failed stage's record is closed where it stopped
+  return run;
+}
+
+const char* load_error_kind_name(LoadErrorKind kind) {
+  switch (kind) {
+    case LoadErrorKind::None: return "ok";
+    case LoadErrorKind::Io: return "io";
+    case LoadErrorKind::Format: return "format";
+    case LoadErrorKind::Unsupported: return "unsupported";
+    case LoadErrorKind::OutOfMemory: return "out_of_memory";
+    case LoadErrorKind::Cancelled: return "cancelled";
+    case LoadErrorKind::InvalidArgument: return "invalid_argument";
+  }
+  return "internal";
+}
+
+json::Value LoadCheck::to_json() const {
+  json::Value v = json::Value::object();
+  v.set("schema", "guild.load-check/1");
+  v.set("ok", ok);
+  v.set("status", load_error_kind_name(kind));
+  v.set("stage", ok ? json::Value() : json::Value(stage));
+  v.set("error", ok ? json::Value() : json::Value(error));
+  v.set("estimate", estimate);
+  v.set("profile", profile);
+  return v;
 }
 
 }  // namespace guild

@@ -1,6 +1,8 @@
 #include "runtime/session.h"
 
+#include "models/hparam_limits.h"
 #include "runtime/gpu_execution.h"
+#include "runtime/session_memory.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +13,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-constexpr int kMaxBatch = 512;  // tokens per forward pass during prefill
 }  // namespace
 
 const char* stop_reason_name(StopReason r) {
@@ -26,6 +27,10 @@ const char* stop_reason_name(StopReason r) {
 }
 
 std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx, std::string* error) {
+  if (model.vocab_only()) {
+    *error = model.path() + ": opened for its tokenizer only (vocab only): it cannot run a session";
+    return nullptr;
+  }
   std::unique_ptr<GuildSession> s(new GuildSession(model));
   const ModelHparams& hp = model.hparams();
   s->exec_ = model.execution_state();
@@ -35,11 +40,20 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   s->kernel_lease_ = Lease(model.kernels().name, "session " + std::to_string(s->id_) + " (model " +
                                                      model.display_name() + ")");
   s->n_ctx_ = n_ctx > 0 ? n_ctx : model.default_n_ctx();
-  if (s->n_ctx_ > (1 << 22)) { *error = "context size " + std::to_string(s->n_ctx_) + " is too large"; return nullptr; }
-  s->max_batch_ = std::min(kMaxBatch, s->n_ctx_);
+  if (s->n_ctx_ > hparam_limits::kMaxContext) {
+    *error = "context size " + std::to_string(s->n_ctx_) + " exceeds the limit of " +
+             std::to_string(hparam_limits::kMaxContext) + " tokens";
+    return nullptr;
+  }
+  s->max_batch_ = session_max_batch(s->n_ctx_);
   s->n_vocab_ = hp.n_vocab;
-  const int scratch_tokens = std::max(s->max_batch_, std::min(kMaxWindow, s->n_ctx_));
+  const int scratch_tokens = session_scratch_tokens(s->n_ctx_);
   GpuExecution* gpu = model.gpu();
+  // Everything below is sized from the file's hyper-parameters and the
+  // context asked: refuse what the machine cannot give before touching it.
+  const SessionMemory need =
+      estimate_session_memory(hp, s->n_ctx_, model.pool().size(), s->exec_->kv_type, gpu != nullptr);
+  if (!session_memory_fits(need, model.session_memory_limit(), error)) return nullptr;
   if (gpu && s->n_ctx_ > gpu->decoder().n_ctx()) {
     *error = "context size " + std::to_string(s->n_ctx_) + " exceeds the GPU KV cache of " +
              std::to_string(gpu->decoder().n_ctx()) + " tokens (load the model with a larger context)";
@@ -96,6 +110,7 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
     const int n = static_cast<int>(std::min<size_t>(history_.size() - valid, static_cast<size_t>(T)));
     g.kv_owner = 0;  // a failed pass leaves the cache in no one's hands
     if (!g.forward(history_.data() + valid, n, static_cast<int>(valid), nullptr, false, &err)) return device_failed(err);
+    if (model_file_changed()) return false;
     valid += n;
     g.kv_owner = id_;
     g.kv_tokens = valid;
@@ -112,6 +127,7 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
     if (!g.forward(tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr || argmax_only,
                    &err, argmax_only ? argmax_rows + done : nullptr))
       return device_failed(err);
+    if (model_file_changed()) return false;
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     g.kv_owner = id_;
     g.kv_tokens = history_.size();
@@ -128,6 +144,14 @@ bool GuildSession::device_failed(const std::string& error) {
   return false;
 }
 
+bool GuildSession::model_file_changed() {
+  if (!file_error_.empty()) return true;
+  std::string err;
+  if (model_.files_unchanged(&err)) return false;
+  file_error_ = err;
+  return true;
+}
+
 bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
   if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
   const GuildModel& m = model_;
@@ -139,6 +163,7 @@ bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, b
     const bool last_chunk = done + n == tokens.size();
     float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
     decoder_forward(ctx, tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr);
+    if (model_file_changed()) return false;
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     if (all_logits && last_chunk)
       std::copy(out + static_cast<int64_t>(n - 1) * n_vocab_, out + static_cast<int64_t>(n) * n_vocab_, logits_.begin());
@@ -170,23 +195,36 @@ bool GuildSession::take_turn(const std::function<void(int)>& on_queue, uint64_t*
   return true;
 }
 
-bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error) {
-  if (tokens.empty()) { *error = "no tokens to evaluate"; return false; }
+bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error,
+                        GenerateError* kind) {
+  GenerateError ignored;
+  if (!kind) kind = &ignored;
+  *kind = GenerateError::None;
+  auto fail = [&](GenerateError k, std::string msg) {
+    *kind = k;
+    *error = std::move(msg);
+    return false;
+  };
+  if (tokens.empty()) return fail(GenerateError::InvalidArgument, "no tokens to evaluate");
   GenerateResult res;
   uint64_t ticket = 0;
   if (!take_turn(nullptr, &ticket, &res)) {
-    *error = res.stop == StopReason::Cancel ? "cancelled while queued" : res.error;
     cancel_.store(false);
-    return false;
+    if (res.stop == StopReason::Cancel) return fail(GenerateError::None, "cancelled while queued");
+    return fail(res.error_kind, res.error);
   }
   QueueTurn turn(model_.queue(), ticket);
-  if (!model_.ready()) { *error = "model is not ready: " + model_.not_ready_reason(); return false; }
-  if (!check_tokens(tokens, history_.size(), error)) return false;
+  if (!model_.ready()) return fail(GenerateError::NotReady, "model is not ready: " + model_.not_ready_reason());
+  if (!check_tokens(tokens, history_.size(), error))
+    return fail(error->rfind("context full", 0) == 0 ? GenerateError::ContextFull : GenerateError::InvalidArgument, *error);
   ScopedModelExecution scope(exec_.get());
   device_error_.clear();
-  if (!forward(tokens, all_rows ? logits : nullptr, false) && !device_error_.empty()) {
-    *error = "device failure: " + device_error_ + "; the model must be reloaded";
-    return false;
+  file_error_.clear();
+  if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
+  if (!forward(tokens, all_rows ? logits : nullptr, false)) {
+    if (!file_error_.empty()) return fail(GenerateError::ModelChanged, file_error_);
+    if (!device_error_.empty())
+      return fail(GenerateError::Device, "device failure: " + device_error_ + "; the model must be reloaded");
   }
   if (!all_rows) std::copy(logits_.begin(), logits_.end(), logits);
   return true;
@@ -221,6 +259,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   // Fail-closed readiness: refuse on a model a previous failure left invalid;
   // clear it for the duration of our device work.
   if (!model_.ready()) return fail(GenerateError::NotReady, "model is not ready: " + model_.not_ready_reason());
+  file_error_.clear();
+  if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
   model_.begin_device_work();
 
   ScopedModelExecution scope(exec_.get());
@@ -239,6 +279,7 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   res.n_prompt = static_cast<int>(to_prefill.size()) + 1;
   device_error_.clear();
   if (!forward(to_prefill, nullptr, true)) {
+    if (!file_error_.empty()) return fail(GenerateError::ModelChanged, file_error_);
     if (!device_error_.empty())
       return fail(GenerateError::Device, "device failure during prefill (" + device_error_ + "); the model must be reloaded");
     res.stop = StopReason::Cancel;
@@ -279,6 +320,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     // those ids come back (no logits copy, no host-side scan of the vocabulary).
     if (device_greedy) verify_window_argmax(window_, window_argmax);
     else verify_window(window_);
+    // A pass that read a rewritten file is garbage: nothing of it is emitted.
+    if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
     if (!device_error_.empty())
       return fail(GenerateError::Device, "device failure during decode (" + device_error_ + "); the model must be reloaded");
     res.n_drafted += n_drafts;

@@ -24,7 +24,9 @@ namespace guild {
 enum class StopReason { Eos, Length, Context, Cancel, Error };
 const char* stop_reason_name(StopReason r);
 
-enum class GenerateError { None, InvalidArgument, ContextFull, QueueFull, NotReady, Device };
+// ModelChanged: the model file was rewritten or cut short on disk since the
+// load (the model is marked not ready: reload it).
+enum class GenerateError { None, InvalidArgument, ContextFull, QueueFull, NotReady, Device, ModelChanged };
 
 // A source of draft tokens for speculative windows. Plain function pointer +
 // context (no virtual dispatch in the decode loop). draft() writes up to
@@ -64,7 +66,9 @@ struct GenerateResult {
 
 class GuildSession {
  public:
-  // Null + error when the context cannot be allocated.
+  // Null + error when the context is out of range, when what the session
+  // would allocate (runtime/session_memory.h) exceeds what the machine can
+  // give, or when the allocation fails.
   static std::unique_ptr<GuildSession> create(GuildModel& model, int n_ctx, std::string* error);
 
   GuildModel& model() const { return model_; }
@@ -73,12 +77,15 @@ class GuildSession {
   int n_past() const { return static_cast<int>(history_.size()); }
   const std::vector<int32_t>& history() const { return history_; }
   const KvCache& kv() const { return kv_; }
+  const DecoderScratch& scratch() const { return scratch_; }
   void reset() { history_.clear(); }
 
   // Appends tokens (prefill) and writes logits (all rows, or the last).
   // Queues like a generation. Returns false with *error on invalid ids, a full
   // context or queue, or a model that is not ready.
-  bool eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error);
+  // *kind (if given) says which failure it was.
+  bool eval(std::span<const int32_t> tokens, bool all_rows, float* logits, std::string* error,
+            GenerateError* kind = nullptr);
 
   GenerateResult generate(const GenerateRequest& req);
 
@@ -117,7 +124,11 @@ class GuildSession {
   bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel, int32_t* argmax_rows = nullptr);
   // Records a device error, marks the model failed (fail-closed); returns false.
   bool device_failed(const std::string& error);
+  // True (and file_error_ set) once the model file changed on disk: what
+  // the last pass read may be garbage; the model is marked failed.
+  bool model_file_changed();
   std::string device_error_;         // set by a failed GPU pass
+  std::string file_error_;           // set by model_file_changed()
   uint64_t stats_re_prefilled_ = 0;  // history tokens re-run because another session held the GPU KV cache
   KvCache kv_;
   DecoderScratch scratch_;

@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
     if (!in) return fail(std::string(argv[2]) + ": cannot open");
     std::ostringstream ss;
     ss << in.rdbuf();
-    auto doc = json::parse(ss.str(), &err);
+    json::ParseOptions strict;
+    strict.reject_duplicate_keys = true;  // a template's second key would be dropped silently
+    auto doc = json::parse(ss.str(), &err, strict);
     if (!doc || !doc->is_object()) return fail(std::string(argv[2]) + ": " + (err.empty() ? "not a JSON object" : err));
     const std::string sha = packages::sha256_file_hex(argv[3], &err);
     if (sha.empty()) return fail(err);

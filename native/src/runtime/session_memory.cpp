@@ -1,0 +1,72 @@
+#include "runtime/session_memory.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "models/decoder_forward.h"
+#include "runtime/session.h"
+
+namespace guild {
+namespace {
+constexpr int kMaxBatch = 512;  // tokens per forward pass during prefill
+}  // namespace
+
+int session_max_batch(int n_ctx) { return std::min(kMaxBatch, n_ctx); }
+
+int session_scratch_tokens(int n_ctx) { return std::max(session_max_batch(n_ctx), std::min(kMaxWindow, n_ctx)); }
+
+SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_threads, KvType kv_type, bool on_gpu) {
+  SessionMemory m;
+  m.n_ctx = n_ctx;
+  m.max_tokens = session_scratch_tokens(n_ctx);
+  if (!on_gpu) {
+    // KvCache::init: n_layer x n_ctx rows of K and V.
+    const uint64_t elem = kv_type == KvType::F16 ? 2 : 4;
+    const uint64_t row = static_cast<uint64_t>(hp.n_head_kv) * (static_cast<uint64_t>(hp.head_dim_k) + hp.head_dim_v);
+    m.kv = static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(n_ctx) * row * elem;
+    const DecoderScratchSizes z = DecoderScratch::sizes(hp, m.max_tokens, n_ctx, std::max(1, n_threads));
+    m.per_thread = z.per_thread_bytes();
+    m.scratch = z.bytes() - m.per_thread;
+  }
+  m.logits = static_cast<uint64_t>(1 + kMaxWindow) * static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
+  m.history = static_cast<uint64_t>(n_ctx) * sizeof(int32_t);
+  return m;
+}
+
+std::string byte_size_text(uint64_t bytes) {
+  char buf[64];
+  if (bytes < (uint64_t{1} << 10)) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else if (bytes < (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.0f KiB", bytes / 1024.0);
+  else if (bytes < (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.0f MiB", bytes / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / 1073741824.0);
+  return buf;
+}
+
+json::Value SessionMemory::to_json() const {
+  json::Value v = json::Value::object();
+  v.set("n_ctx", n_ctx);
+  v.set("kv_bytes", static_cast<unsigned long long>(kv));
+  v.set("scratch_bytes", static_cast<unsigned long long>(scratch));
+  v.set("per_thread_bytes", static_cast<unsigned long long>(per_thread));
+  v.set("logits_bytes", static_cast<unsigned long long>(logits));
+  v.set("history_bytes", static_cast<unsigned long long>(history));
+  v.set("total_bytes", static_cast<unsigned long long>(total()));
+  return v;
+}
+
+std::string SessionMemory::summary() const {
+  return "KV cache " + byte_size_text(kv) + " + scratch " + byte_size_text(scratch) + " + per-thread buffers " +
+         byte_size_text(per_thread) + " + logits " + byte_size_text(logits) + " + history " + byte_size_text(history) +
+         " = " + byte_size_text(total());
+}
+
+bool session_memory_fits(const SessionMemory& need, uint64_t limit, std::string* error) {
+  if (need.total() <= limit) return true;
+  if (error)
+    *error = "a session of " + std::to_string(need.n_ctx) + " tokens needs " + byte_size_text(need.total()) + " (" +
+             need.summary() + ") but only " + byte_size_text(limit) +
+             " can be allocated on this machine now (available memory less headroom); use a smaller context";
+  return false;
+}
+
+}  // namespace guild
