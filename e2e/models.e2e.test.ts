@@ -208,6 +208,12 @@ describe.skipIf("reason" in browserPath)("models, server and accessibility in Ch
     await picker.getByRole("button", { name: `Pick ${single}` }).click();
     await expect.poll(() => page.getByLabel("GGUF path").inputValue()).toBe(path.join(modelsDir, single));
     await expect.poll(() => page.getByTestId("model-summary").locator("h3").textContent()).toBe("qwen3moe-a");
+    // Its type mix: Q8_0 experts and matrices (8.50 bits per weight), F32 norms.
+    expect(await page.getByTestId("bits-per-weight").textContent()).toMatch(/^\d+\.\d\d \(experts 8\.50, the rest \d+\.\d\d\)$/);
+    const mix = page.getByTestId("type-mix");
+    expect(await mix.locator("tbody tr").first().locator("td").first().textContent()).toBe("Q8_0");
+    expect(await mix.locator("tbody tr", { hasText: "Q8_0" }).locator("td").last().textContent()).toBe("8.50");
+    expect(await mix.getByRole("img").getAttribute("aria-label")).toMatch(/^tensor bytes by type: Q8_0 \d+\.\d%, F32 \d+\.\d+%$/);
     await expect(served.web.services.contract.models.browse({ dir: "/etc" })).rejects.toThrow(/outside the models folder and your home folder/);
     // It loads (next to the demo model, which goes once the new one is ready), and answers in the chat.
     await row.getByRole("button", { name: "Load" }).click();

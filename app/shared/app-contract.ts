@@ -162,6 +162,17 @@ export interface MemoryEstimate {
   totalBytes: number;
 }
 
+/** One tensor type of a model file: how many tensors, parameters and bytes it holds. */
+export interface TypeShare {
+  type: string;
+  tensors: number;
+  parameters: number;
+  bytes: number;
+  bitsPerWeight: number | null;
+  /** Fraction of the file's tensor bytes, 0..1. */
+  byteShare: number;
+}
+
 export interface ModelSummary {
   path: string;
   name: string;
@@ -178,6 +189,10 @@ export interface ModelSummary {
   /** 1 for a single file. */
   shards: number;
   tensorTypes: Record<string, number>;
+  /** The tensor types by their share of the tensor bytes, largest first (mixed files hold 5+ types). */
+  typeMix: TypeShare[];
+  /** Bits per weight of all tensors, of the routed-expert stacks and of the rest (null where there are none). */
+  bitsPerWeight: { all: number | null; experts: number | null; dense: number | null };
   memory: MemoryEstimate;
   /** Why this runtime cannot load the file (architecture, tensor types); empty when it can. Load refuses while any is left. */
   problems: string[];

@@ -75,6 +75,42 @@ describe.skipIf(!haveFixtures)("guild inspect --json", () => {
     expect(info["parameter_count"]! * 4).toBe(info["tensor_bytes"]);
   });
 
+  // The type mix (#24 item 4): per type and in total, from the tensor infos.
+  it.each(models)("$file: the type mix adds up and shows bits per weight", (m) => {
+    const r = runCli(["inspect", "--model", modelPath(m.file), "--json"]);
+    expect(r.status, r.stderr).toBe(0);
+    const info = JSON.parse(r.stdout) as Record<string, unknown>;
+    const mix = info["type_mix"] as { type: string; tensors: number; parameters: number; bytes: number; bits_per_weight: number; byte_share: number }[];
+    expect(Object.fromEntries(mix.map((t) => [t.type.toUpperCase(), t.tensors]))).toEqual(m.tensorTypes);
+    const sum = (k: "tensors" | "parameters" | "bytes") => mix.reduce((a, t) => a + t[k], 0);
+    expect(sum("tensors")).toBe(info["tensor_count"]);
+    expect(sum("parameters")).toBe(info["parameter_count"]);
+    expect(sum("bytes")).toBe(info["tensor_bytes"]);
+    expect(mix.reduce((a, t) => a + t.byte_share, 0)).toBeCloseTo(1, 12);
+    for (let i = 1; i < mix.length; ++i) expect(mix[i - 1]!.bytes).toBeGreaterThanOrEqual(mix[i]!.bytes);
+    // Block sizes are format facts: bits per weight of whole tensors of one type.
+    const known: Record<string, number> = { F32: 32, Q8_0: 8.5, Q4_0: 4.5, Q5_0: 5.5, Q4_K: 4.5, Q5_K: 5.5, Q6_K: 6.5625 };
+    for (const t of mix) {
+      expect(t.bits_per_weight).toBeCloseTo((8 * t.bytes) / t.parameters, 12);
+      const want = known[t.type.toUpperCase()];
+      if (want !== undefined) expect(t.bits_per_weight, t.type).toBeCloseTo(want, 12);
+    }
+    expect(info["bits_per_weight"]).toBeCloseTo((8 * (info["tensor_bytes"] as number)) / (info["parameter_count"] as number), 12);
+    const single = Object.keys(m.tensorTypes).filter((t) => t !== "F32");
+    // Files whose expert stacks are all one type: the experts' bits per weight is that type's.
+    if (m.file.includes("F32")) expect(info["expert_bits_per_weight"]).toBe(32);
+    if (single.length === 1) expect(info["expert_bits_per_weight"]).toBeCloseTo(known[single[0]!]!, 12);
+    expect(info["dense_bits_per_weight"]).toBeGreaterThan(0);
+  });
+
+  it("prints the type mix as one line per type", () => {
+    const r = runCli(["inspect", "--model", modelPath("qwen3moe-a-Q4_K_M.gguf")]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^type_mix:\n  \w+: \d+ tensors, [\d,]+ parameters, \d+\.\d\d bpw, \d+\.\d% of the bytes$/m);
+    expect(r.stdout).toMatch(/^bits_per_weight: \d+\.\d\d$/m);
+    expect(r.stdout).toMatch(/^expert_bits_per_weight: \d+\.\d\d$/m);
+  });
+
   it("prints readable text without --json", () => {
     const r = runCli(["inspect", "--model", modelPath("qwen3moe-a-F32.gguf")]);
     expect(r.status, r.stderr).toBe(0);

@@ -18,11 +18,30 @@ function formatScalar(value: unknown): string {
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
+interface TypeShare { type: string; tensors: number; parameters: number; bytes: number; bits_per_weight: number | null; byte_share: number }
+
+function isTypeMix(value: unknown): value is TypeShare[] {
+  return Array.isArray(value) && value.every((r) => r !== null && typeof r === "object" && typeof (r as TypeShare).type === "string");
+}
+
+const bpw = (v: unknown) => (typeof v === "number" ? v.toFixed(2) : "-");
+
+/** One line per type, largest first: "q4_K: 7 tensors, 1,048,576 parameters, 4.50 bpw, 61.3% of the bytes". */
+function formatTypeMix(mix: TypeShare[], indent: string): string[] {
+  return mix.map((r) => `${indent}${r.type}: ${r.tensors} tensors, ${r.parameters.toLocaleString("en-US")} parameters, ` +
+    `${bpw(r.bits_per_weight)} bpw, ${(100 * r.byte_share).toFixed(1)}% of the bytes`);
+}
+
 /** `key: value` lines; nested objects indented (metadata, tensor types). */
 function formatText(obj: Record<string, unknown>, indent = ""): string[] {
   const lines: string[] = [];
   for (const [key, value] of Object.entries(obj)) {
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    if (key === "type_mix" && isTypeMix(value)) {
+      lines.push(`${indent}${key}:`);
+      lines.push(...formatTypeMix(value, indent + "  "));
+    } else if (key.endsWith("bits_per_weight") && typeof value === "number") {
+      lines.push(`${indent}${key}: ${bpw(value)}`);
+    } else if (value !== null && typeof value === "object" && !Array.isArray(value)) {
       lines.push(`${indent}${key}:`);
       lines.push(...formatText(value as Record<string, unknown>, indent + "  "));
     } else {

@@ -12,7 +12,7 @@ import { readdir, realpath, stat, unlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 
-import type { FolderListing, MemoryEstimate, ModelFacts, ModelFile, ModelSummary } from "../../shared/app-contract.js";
+import type { FolderListing, MemoryEstimate, ModelFacts, ModelFile, ModelSummary, TypeShare } from "../../shared/app-contract.js";
 import type { ModelShape } from "../../shared/memory-plan.js";
 import { inspectModel } from "../runtime/model.js";
 import { parseShardName, quantOfName, shardFileName } from "./gguf-names.js";
@@ -249,6 +249,15 @@ export async function inspectFile(file: string, contextSize = defaultEstimateCon
   });
   const tensorTypes = (typeof info["tensor_types"] === "object" && info["tensor_types"] !== null ? info["tensor_types"] : {}) as Record<string, number>;
   const tensorCount = num(info["tensor_count"]);
+  const numOrNull = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+  const typeMix: TypeShare[] = (Array.isArray(info["type_mix"]) ? info["type_mix"] : []).flatMap((r: unknown) => {
+    if (r === null || typeof r !== "object" || typeof (r as Record<string, unknown>)["type"] !== "string") return [];
+    const row = r as Record<string, unknown>;
+    return [{
+      type: row["type"] as string, tensors: num(row["tensors"]), parameters: num(row["parameters"]), bytes: num(row["bytes"]),
+      bitsPerWeight: numOrNull(row["bits_per_weight"]), byteShare: num(row["byte_share"]),
+    }];
+  });
   const shape: ModelShape = {
     layers, contextLength, denseBytes: memory.denseBytes, expertBytes: memory.expertBytes, headsKv, keyLength, valueLength,
   };
@@ -267,6 +276,10 @@ export async function inspectFile(file: string, contextSize = defaultEstimateCon
     tensorCount,
     shards: num(info["n_shards"]) || 1,
     tensorTypes,
+    typeMix,
+    bitsPerWeight: {
+      all: numOrNull(info["bits_per_weight"]), experts: numOrNull(info["expert_bits_per_weight"]), dense: numOrNull(info["dense_bits_per_weight"]),
+    },
     memory,
     // Whether the runtime can load it is the runtime's pre-flight check, asked by the caller with its settings.
     problems: [],

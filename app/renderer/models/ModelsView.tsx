@@ -19,6 +19,7 @@ import { emptyLoadSettingsForm, peerList, toLoadSettings } from "./load-settings
 import { LoadSettings } from "./LoadSettings.js";
 import { MemoryPlanView } from "./MemoryPlanView.js";
 import { stageLabel } from "./stage-labels.js";
+import { BitsPerWeight, TypeMix } from "./TypeMix.js";
 
 export function ModelsView() {
   const { files, current, loadingPath, progress, summary, error, notice, cancelling, currentDevice, browser, settings } = useApp(useShallow((s) => ({
@@ -171,7 +172,8 @@ export function ModelsView() {
             <dt>Experts</dt><dd>{summary.experts}, {summary.expertsPerToken} per token</dd>
             <dt>Context</dt><dd>{summary.contextLength} tokens (trained)</dd>
             <dt>Vocabulary</dt><dd>{summary.vocabSize}</dd>
-            <dt>Tensor types</dt><dd>{Object.entries(summary.tensorTypes).map(([k, v]) => `${k}×${v}`).join(", ")}</dd>
+            <dt>Bits per weight</dt><dd data-testid="bits-per-weight"><BitsPerWeight bits={summary.bitsPerWeight} /></dd>
+            <dt>Tensor types</dt><dd><TypeMix mix={summary.typeMix} /></dd>
           </dl>
           <h4>Memory estimate</h4>
           <MemoryPlanView plan={plan} />

@@ -1,6 +1,10 @@
 #include "artifact/inspect.h"
 
+#include <algorithm>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/tensor_type.h"
 
@@ -57,19 +61,50 @@ json::Value inspect_model(const gguf::ModelFiles& files) {
   out.set("n_shards", static_cast<unsigned long long>(files.shards().size()));
   out.set("file_size", static_cast<unsigned long long>(files.file_bytes()));
 
-  uint64_t params = 0, tensor_bytes = 0;
-  std::map<std::string, int64_t> by_type;
+  // Per tensor type and per role: routed-expert stacks ("*_exps.*", read a
+  // few experts per token) against everything else (read for every token).
+  struct Share {
+    uint64_t tensors = 0, params = 0, bytes = 0;
+    void add(const gguf::TensorInfo& t) {
+      ++tensors;
+      params += static_cast<uint64_t>(t.n_elements());
+      bytes += t.nbytes;
+    }
+  };
+  Share all, experts, dense;
+  std::map<std::string, Share> by_type;
   for (const auto& t : files.tensors()) {
-    params += static_cast<uint64_t>(t.n_elements());
-    tensor_bytes += t.nbytes;
-    ++by_type[std::string(tensor_type_name(t.type))];
+    all.add(t);
+    (t.name.find("_exps.") != std::string::npos ? experts : dense).add(t);
+    by_type[std::string(tensor_type_name(t.type))].add(t);
   }
-  out.set("parameter_count", static_cast<unsigned long long>(params));
-  out.set("tensor_count", static_cast<unsigned long long>(files.tensors().size()));
-  out.set("tensor_bytes", static_cast<unsigned long long>(tensor_bytes));
+  auto bits_per_weight = [](const Share& s) {
+    return s.params ? json::Value(8.0 * static_cast<double>(s.bytes) / static_cast<double>(s.params)) : json::Value();
+  };
+  out.set("parameter_count", static_cast<unsigned long long>(all.params));
+  out.set("tensor_count", static_cast<unsigned long long>(all.tensors));
+  out.set("tensor_bytes", static_cast<unsigned long long>(all.bytes));
+  out.set("bits_per_weight", bits_per_weight(all));
+  out.set("expert_bits_per_weight", bits_per_weight(experts));
+  out.set("dense_bits_per_weight", bits_per_weight(dense));
   json::Value types = json::Value::object();
-  for (const auto& [name, count] : by_type) types.set(name, static_cast<long long>(count));
+  for (const auto& [name, share] : by_type) types.set(name, static_cast<long long>(share.tensors));
   out.set("tensor_types", std::move(types));
+  // The type mix, largest share of the tensor bytes first.
+  std::vector<std::pair<std::string, Share>> mix(by_type.begin(), by_type.end());
+  std::stable_sort(mix.begin(), mix.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+  json::Value mix_json = json::Value::array();
+  for (const auto& [name, share] : mix) {
+    json::Value row = json::Value::object();
+    row.set("type", name);
+    row.set("tensors", static_cast<unsigned long long>(share.tensors));
+    row.set("parameters", static_cast<unsigned long long>(share.params));
+    row.set("bytes", static_cast<unsigned long long>(share.bytes));
+    row.set("bits_per_weight", bits_per_weight(share));
+    row.set("byte_share", all.bytes ? static_cast<double>(share.bytes) / static_cast<double>(all.bytes) : 0.0);
+    mix_json.push_back(std::move(row));
+  }
+  out.set("type_mix", std::move(mix_json));
 
   auto int_or_null = [&](const std::string& key) -> json::Value {
     auto v = files.get_int(key);
