@@ -345,6 +345,42 @@ describe.skipIf("reason" in browserPath)("models, server and accessibility in Ch
     await expect.poll(bodyBg).toBe("rgb(247, 247, 248)");
   });
 
+  it("remembers the load settings per model, and never replaces settings the user typed", async () => {
+    await page.getByTestId("nav-models").click();
+    const row = page.locator("tr", { hasText: single }).filter({ has: page.getByRole("button", { name: "Inspect" }) });
+    const context = page.getByLabel("Context size");
+    await context.fill("1024");
+    await row.getByRole("button", { name: "Load" }).click();
+    await expect.poll(async () => (await served.web.services.contract.models.current())?.contextSize, { timeout: 60_000 }).toBe(1024);
+    // A new visit: the form starts empty; inspecting the model brings what it last loaded with.
+    await page.reload();
+    await page.getByTestId("nav-models").click();
+    expect(await context.inputValue()).toBe("");
+    await row.getByRole("button", { name: "Inspect" }).click();
+    await expect.poll(() => context.inputValue()).toBe("1024");
+    expect(await page.getByTestId("remembered-settings").textContent()).toMatch(/^The settings qwen3moe-a was last loaded with \(.+\)\. Use the defaults$/);
+    // Typed settings are the user's: inspecting again keeps them, and the remembered ones are offered instead.
+    await page.getByLabel("Threads").fill("1");
+    await expect.poll(() => page.getByTestId("remembered-settings").count()).toBe(0);
+    await row.getByRole("button", { name: "Inspect" }).click();
+    await page.getByTestId("model-summary").waitFor();
+    await page.waitForTimeout(200);
+    expect(await page.getByLabel("Threads").inputValue()).toBe("1");
+    const offer = page.getByTestId("remembered-settings-offer");
+    expect(await offer.textContent()).toMatch(/^qwen3moe-a was last loaded with other settings; yours are kept\./);
+    await offer.getByRole("button", { name: "Use those instead" }).click();
+    expect(await page.getByLabel("Threads").inputValue()).toBe("");
+    expect(await context.inputValue()).toBe("1024");
+    // A row's Load with an untouched form uses that model's remembered settings (the service saw the same).
+    await page.reload();
+    await page.getByTestId("nav-models").click();
+    await served.web.services.contract.models.unload();
+    await expect.poll(() => page.getByTestId("unload").count()).toBe(0);
+    await row.getByRole("button", { name: "Load" }).click();
+    await expect.poll(async () => (await served.web.services.contract.models.current())?.contextSize, { timeout: 60_000 }).toBe(1024);
+    expect(pageErrors).toEqual([]);
+  });
+
   it("gives all visible text at least 4.5:1 contrast in both themes", async () => {
     // The check finds low contrast where there is some (so an empty list below means something).
     await page.getByTestId("nav-help").click();

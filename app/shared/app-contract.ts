@@ -139,6 +139,13 @@ export interface ModelFacts {
   problems: string[];
 }
 
+/** The settings a model was last loaded with (ModelLoadMemory). */
+export interface RememberedLoad {
+  settings: ModelLoadSettings;
+  /** When (ms since the epoch). */
+  loadedAt: number;
+}
+
 export interface ModelFile {
   /** A split model is listed once, by its first shard. */
   path: string;
@@ -151,6 +158,8 @@ export interface ModelFile {
   /** Null when the file could not be inspected (`factsError` says why). */
   facts?: ModelFacts | null;
   factsError?: string;
+  /** The settings it was last loaded with; absent when it never was (or they were forgotten). */
+  lastLoad?: RememberedLoad;
 }
 
 export interface MemoryEstimate {
@@ -198,6 +207,8 @@ export interface ModelSummary {
   problems: string[];
   /** The facts the memory plan needs; the renderer recomputes the plan from them as load settings are typed. */
   shape: ModelShape;
+  /** The settings it was last loaded with, or null. */
+  lastLoad: RememberedLoad | null;
   machine: MachineFacts;
   /** Where it would go with the settings inspect was given (shared/memory-plan.ts). */
   plan: MemoryPlan;

@@ -13,7 +13,8 @@ import { ConversationStore } from "./conversation-store.js";
 import { ModelLibrary } from "./model-library.js";
 import type { MachineProbe } from "./machine-facts.js";
 import { ModelDownloads } from "./model-downloads.js";
-import { ModelManager } from "./model-manager.js";
+import { ModelLoadMemory } from "./model-load-memory.js";
+import { ModelManager, sanitizeSettings } from "./model-manager.js";
 import { NoticeBoard, stderrWarning, type WarningWriter } from "./notices.js";
 import { AppPackageService, packageBackendFrom, type PackageBackend } from "./package-adapter.js";
 import { PackageService } from "./package-service.js";
@@ -103,6 +104,7 @@ export function createAppServices(options: AppServicesOptions): AppServices {
   });
   const library = new ModelLibrary(options.embeddedModel ?? embeddedModelPath(), settings.modelsDir);
   const models = new ModelManager(host, library, profiles, emit, options.loadDefaults ?? {}, {
+    loadMemory: new ModelLoadMemory(options.dataDir, { validate: sanitizeSettings, notify: (m) => notices.add(m) }),
     ...(options.machine ? { machine: options.machine } : {}),
     ...(options.dialogs ? { pickFile: options.dialogs.pickModelFile } : {}),
   });

@@ -12,7 +12,7 @@ import { readdir, realpath, stat, unlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 
-import type { FolderListing, MemoryEstimate, ModelFacts, ModelFile, ModelSummary, TypeShare } from "../../shared/app-contract.js";
+import type { FolderListing, MemoryEstimate, ModelFacts, ModelFile, ModelSummary, RememberedLoad, TypeShare } from "../../shared/app-contract.js";
 import type { ModelShape } from "../../shared/memory-plan.js";
 import { inspectModel } from "../runtime/model.js";
 import { parseShardName, quantOfName, shardFileName } from "./gguf-names.js";
@@ -24,7 +24,7 @@ export const defaultEstimateContext = 4096;
 export const maxBrowseEntries = 2000;
 
 /** An inspect summary before the machine is looked at (ModelManager adds the memory plan). */
-export type InspectedModel = Omit<ModelSummary, "machine" | "plan">;
+export type InspectedModel = Omit<ModelSummary, "machine" | "plan" | "lastLoad">;
 
 interface CachedFacts {
   mtimeMs: number;
@@ -41,6 +41,7 @@ export class ModelLibrary {
   private readonly factsCache = new Map<string, CachedFacts>();
   private dir: string;
   private loadCheck: LoadCheckFn | null = null;
+  private lastLoadOf: (file: string) => RememberedLoad | null = () => null;
 
   constructor(readonly embeddedModel: string, modelsDir: string, private readonly home: string = os.homedir()) {
     this.dir = path.resolve(modelsDir);
@@ -59,6 +60,11 @@ export class ModelLibrary {
   setLoadCheck(check: LoadCheckFn): void {
     this.loadCheck = check;
     this.factsCache.clear();
+  }
+
+  /** Where each listed file's remembered load settings come from (ModelManager's ModelLoadMemory). */
+  setLastLoad(lookup: (file: string) => RememberedLoad | null): void {
+    this.lastLoadOf = lookup;
   }
 
   /** The load checks' answers may have changed (the kernel packages did): they are asked again. */
@@ -101,6 +107,8 @@ export class ModelLibrary {
         const cached = await this.facts(file, s.mtimeMs, s.size);
         entry.facts = cached.facts;
         if (cached.error !== undefined) entry.factsError = cached.error;
+        const lastLoad = this.lastLoadOf(file);
+        if (lastLoad) entry.lastLoad = lastLoad;
         if (entry.shards && entry.shards.present < entry.shards.count && entry.facts)
           entry.facts = { ...entry.facts, problems: [...entry.facts.problems, `only ${entry.shards.present} of its ${entry.shards.count} shards are in the folder`] };
         out.push(entry);

@@ -23,6 +23,7 @@ import { isGpuChoice } from "../runtime/options.js";
 import { parseShardName } from "./gguf-names.js";
 import { liveMachineProbe, type MachineProbe } from "./machine-facts.js";
 import { inspectFile, type InspectedModel, type ModelLibrary } from "./model-library.js";
+import type { ModelLoadMemory } from "./model-load-memory.js";
 import type { ProfileStore } from "./profile-store.js";
 import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
 import { isMemoryRefusal, loadProblem, sessionShortfall } from "./runtime-support.js";
@@ -33,6 +34,8 @@ export interface ModelManagerOptions {
   machine?: MachineProbe;
   /** The system's open-file dialog (Electron); absent: pickFile is refused (a browser tab has none). */
   pickFile?: () => Promise<string | null>;
+  /** Where the settings of each successful load are remembered per model (absent: nothing is). */
+  loadMemory?: ModelLoadMemory;
 }
 
 /** How the current model was loaded: what it takes to load it again. */
@@ -62,6 +65,7 @@ export class ModelManager implements ModelService {
     private readonly options: ModelManagerOptions = {},
   ) {
     this.machine = options.machine ?? liveMachineProbe();
+    library.setLastLoad((file) => options.loadMemory?.get(file) ?? null);
     // The library's list says what the same check says (at the default settings).
     library.setLoadCheck(async (file) => {
       const check = await host.checkLoad(file, sanitizeSettings({ ...defaults }));
@@ -156,6 +160,8 @@ export class ModelManager implements ModelService {
         if (old && alongside && this.currentModel?.id === old.id) await this.host.unloadModel(old.id);
         this.currentModel = model;
         this.library.remember(file);
+        // What the user chose (not the command line's defaults), offered the next time this model is picked.
+        this.options.loadMemory?.remember(file, sanitizeSettings(req.settings ?? {}));
         const profile = this.recordProfile(model);
         this.currentLoad = { path: file, settings, onGpu: profile ? usesGpu(profile) : false };
         if (profile) this.emit("profiles.changed", { recent: await this.profiles.recent().catch(() => []) });
@@ -267,7 +273,8 @@ export class ModelManager implements ModelService {
       const problem = this.verdictOf(check, file).problem;
       const shape = shapeOf(inspected.shape, check);
       const machine = await this.machine.facts();
-      return { ...inspected, problems: problem === null ? [] : [problem], shape, machine, plan: planMemory(shape, settings, machine) };
+      const lastLoad = this.options.loadMemory?.get(file) ?? null;
+      return { ...inspected, problems: problem === null ? [] : [problem], shape, machine, plan: planMemory(shape, settings, machine), lastLoad };
     } catch (err) {
       throw new RuntimeError(err instanceof SafeFileError ? err.message : err instanceof Error ? err.message : String(err), "invalid");
     }
@@ -325,7 +332,8 @@ function memoryRefusal(plan: MemoryPlan, available: number, old: LoadedModel | n
     "try a smaller context, experts on the GPU, a smaller quantization, or Load anyway";
 }
 
-function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
+/** The check of a load request's settings (and of remembered ones): the known fields, each in range; throws one line naming the field. */
+export function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
   const out: ModelLoadSettings = {};
   const int = (v: unknown, max: number) => typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= max;
   if (s.threads !== undefined) {

@@ -15,7 +15,7 @@ import { Downloads } from "./Downloads.js";
 import { FolderBrowser } from "./FolderBrowser.js";
 import { GpuFitNote } from "./GpuFitNote.js";
 import { HubSearch } from "./HubSearch.js";
-import { emptyLoadSettingsForm, peerList, toLoadSettings } from "./load-settings.js";
+import { emptyLoadSettingsForm, fromLoadSettings, peerList, toLoadSettings, type LoadFormSource } from "./load-settings.js";
 import { LoadSettings } from "./LoadSettings.js";
 import { MemoryPlanView } from "./MemoryPlanView.js";
 import { stageLabel } from "./stage-labels.js";
@@ -39,6 +39,7 @@ export function ModelsView() {
   const refreshSettings = useApp((s) => s.refreshAppSettings);
   const [path, setPath] = useState("");
   const [form, setForm] = useState(emptyLoadSettingsForm);
+  const [formSource, setFormSource] = useState<LoadFormSource>({ kind: "default" });
   const [browsing, setBrowsing] = useState(false);
   const parsed = useMemo(() => toLoadSettings(form), [form]);
   const canLoad = loadingPath === null && parsed.errors.length === 0;
@@ -49,6 +50,27 @@ export function ModelsView() {
     void refreshSettings();
   }, [refresh, refreshDownloads, refreshSettings]);
   useEffect(() => { summaryHeading.current?.focus(); }, [summary?.path]);
+  // A model picked for inspection brings the settings it last loaded with, unless the user has typed
+  // settings of their own (those are never replaced: the banner below offers the remembered ones instead).
+  useEffect(() => {
+    if (!summary || formSource.kind === "typed") return;
+    if (summary.lastLoad) {
+      if (formSource.kind === "remembered" && formSource.path === summary.path && formSource.loadedAt === summary.lastLoad.loadedAt) return;
+      setForm(fromLoadSettings(summary.lastLoad.settings));
+      setFormSource({ kind: "remembered", path: summary.path, name: summary.name, loadedAt: summary.lastLoad.loadedAt });
+    } else if (formSource.kind === "remembered" && formSource.path !== summary.path) {
+      setForm(emptyLoadSettingsForm);  // another model's settings: this one has none of its own
+      setFormSource({ kind: "default" });
+    }
+  }, [summary, formSource]);
+  const editForm = (next: typeof form) => { setForm(next); setFormSource({ kind: "typed" }); };
+  const applyRemembered = (lastLoad: NonNullable<typeof summary>["lastLoad"], target: { path: string; name: string }) => {
+    if (!lastLoad) return;
+    setForm(fromLoadSettings(lastLoad.settings));
+    setFormSource({ kind: "remembered", path: target.path, name: target.name, loadedAt: lastLoad.loadedAt });
+  };
+  /** A row's Load: what the user typed, else the settings that model last loaded with, else the defaults. */
+  const rowSettings = (f: (typeof files)[number]) => (formSource.kind === "typed" ? settingsNow() : f.lastLoad?.settings ?? undefined);
   const settingsNow = () => parsed.settings;
   const inspectNow = (p: string) => void inspect(p, settingsNow());
   const stageIndex = progress && progress.stageIndex > 0 ? progress.stageIndex : progress?.stage === "ready" ? LOAD_STAGES.length : 0;
@@ -125,7 +147,8 @@ export function ModelsView() {
                 <td>{formatBytes(f.sizeBytes)}</td>
                 <td className="actions">
                   <button type="button" onClick={() => inspectNow(f.path)}>Inspect</button>
-                  <button type="button" disabled={!canLoad} onClick={() => void load(f.path, settingsNow())}>Load</button>
+                  <button type="button" disabled={!canLoad} onClick={() => void load(f.path, rowSettings(f))}
+                    title={formSource.kind !== "typed" && f.lastLoad ? "With the settings it was last loaded with" : undefined}>Load</button>
                   {f.source === "library" && (
                     <button type="button" className="icon" aria-label={`Delete ${f.name}`} title="Delete from the models folder"
                       onClick={() => { if (window.confirm(`Delete ${f.name} from the models folder?`)) void remove(f.path); }}>✕</button>
@@ -154,7 +177,19 @@ export function ModelsView() {
       </section>
       <section className="card">
         <h3>Load settings</h3>
-        <LoadSettings form={form} currentDevice={current ? currentDevice : null} errors={parsed.errors} fieldErrors={parsed.fieldErrors} onChange={setForm} />
+        {formSource.kind === "remembered" && (
+          <p className="banner note" role="status" data-testid="remembered-settings">
+            The settings {formSource.name} was last loaded with ({new Date(formSource.loadedAt).toLocaleString()}).{" "}
+            <button type="button" onClick={() => { setForm(emptyLoadSettingsForm); setFormSource({ kind: "typed" }); }}>Use the defaults</button>
+          </p>
+        )}
+        {formSource.kind === "typed" && summary?.lastLoad && !sameSettings(parsed.settings ?? {}, summary.lastLoad.settings) && (
+          <p className="banner note" data-testid="remembered-settings-offer">
+            {summary.name} was last loaded with other settings; yours are kept.{" "}
+            <button type="button" onClick={() => applyRemembered(summary.lastLoad, summary)}>Use those instead</button>
+          </p>
+        )}
+        <LoadSettings form={form} currentDevice={current ? currentDevice : null} errors={parsed.errors} fieldErrors={parsed.fieldErrors} onChange={editForm} />
       </section>
       {summary && plan && (
         <section className="card" data-testid="model-summary">
@@ -193,6 +228,12 @@ export function ModelsView() {
       )}
     </div>
   );
+}
+
+/** The same load settings, whatever the order of their fields. */
+function sameSettings(a: object, b: object): boolean {
+  const canon = (o: object) => JSON.stringify(Object.entries(o).sort(([x], [y]) => (x < y ? -1 : 1)));
+  return canon(a) === canon(b);
 }
 
 function formatParams(n: number): string {

@@ -115,3 +115,23 @@ export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
   }
   return Object.keys(s).length > 0 ? { settings: s, errors, fieldErrors } : { errors, fieldErrors };
 }
+
+/** The form that sends `settings` (the settings a model was last loaded with, shown for editing). */
+export function fromLoadSettings(settings: ModelLoadSettings): LoadSettingsForm {
+  const gpu = settings.gpu ?? "auto";
+  const cuda = /^cuda:(\d+)$/.exec(gpu);
+  return {
+    threads: settings.threads !== undefined ? String(settings.threads) : "",
+    contextSize: settings.contextSize !== undefined ? String(settings.contextSize) : "",
+    kvCacheType: settings.kvCacheType ?? "",
+    device: gpu === "cpu" ? "cpu" : cuda ? "cuda" : "auto",
+    cudaDevice: cuda ? cuda[1]! : "0",
+    gpuBudgetGiB: settings.gpuBudgetGiB !== undefined ? String(settings.gpuBudgetGiB) : "",
+    expertsOnCpu: settings.expertsOnCpu === true,
+    gpuPeers: settings.gpuPeers ?? "",
+    gpuPeerBudgetGiB: settings.gpuPeerBudgetGiB !== undefined ? String(settings.gpuPeerBudgetGiB) : "",
+  };
+}
+
+/** Where the form's values came from: the defaults, a model's remembered settings, or the user's typing (never replaced silently). */
+export type LoadFormSource = { kind: "default" } | { kind: "remembered"; path: string; name: string; loadedAt: number } | { kind: "typed" };
