@@ -398,6 +398,13 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await row.getByRole("button", { name: "Inspect" }).click();
     await page.getByTestId("model-summary").getByText("Memory estimate").waitFor();
     expect(await page.getByTestId("model-summary").textContent()).toMatch(/Dense weights.*Experts.*KV cache/);
+    // The GPU settings test loaded it on the CPU with one thread: those settings come back with it.
+    const remembered = page.getByTestId("remembered-settings");
+    await expect.poll(() => remembered.textContent()).toMatch(/^The settings guild-demo-qwen3moe was last loaded with/);
+    expect(await page.getByLabel("Device", { exact: true }).inputValue()).toBe("cpu");
+    expect(await page.getByLabel("Threads", { exact: true }).inputValue()).toBe("1");
+    await remembered.getByRole("button", { name: "Use the defaults" }).click();
+    expect(await page.getByLabel("Device", { exact: true }).inputValue()).toBe("auto");
     // How the model would sit in a GPU budget, as one types it.
     const fit = page.getByTestId("gpu-fit");
     await expect.poll(() => fit.textContent()).toMatch(/Type a GPU memory budget/);

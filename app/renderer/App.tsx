@@ -51,12 +51,16 @@ function focusView(view: View): void {
   });
 }
 
+/** The latest shortcut: a slower one's focus change (after its await) never overrides a newer one's. */
+let shortcutTurn = 0;
+
 async function runShortcut(action: ShortcutAction): Promise<void> {
   const s = useApp.getState();
+  const turn = ++shortcutTurn;
   if (action === "new-chat") {
     s.setView("chat");
     await s.newConversation();
-    focusView("chat");
+    if (turn === shortcutTurn) focusView("chat");
   } else if (action === "search") {
     s.setView("chat");
     s.setConversationsHidden(false);
