@@ -4,7 +4,10 @@
 // reference fixture and for hostile edits that fail in each deciding stage
 // (device policy, container, runner, dense weights, session memory), and it
 // takes nothing while it does: no lease, no lease record, no pool, no copy.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -27,6 +30,15 @@ using model_file_edit::fixture;
 namespace {
 
 const char* kBase = "qwen3moe-a-Q8_0.gguf";
+
+// A user packages directory of this test's own: the other tests, run beside it
+// (ctest -j), load models and write lease records into the shared one.
+const bool kOwnPackagesDir = [] {
+  const std::string dir = check::tmp_dir() + "/load-check-packages-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return ::setenv("GUILD_PACKAGES_DIR", dir.c_str(), 1) == 0;
+}();
 
 LoadOptions small_options() {
   LoadOptions o;
