@@ -15,6 +15,7 @@
 #include "artifact/synth_model.h"
 #include "artifact/weight_quant.h"
 #include "check.h"
+#include "cpu/weights/quantize_weight_iq.h"
 #include "core/kernel_table.h"
 #include "core/tensor_type.h"
 #include "runtime/model.h"
@@ -46,6 +47,9 @@ std::string tmp_path(const std::string& name) { return check::tmp_dir() + "/" + 
 // Each quantizer's output, dequantized by the reference kernels, is close to
 // its input: the relative RMS error stays under the format's step size.
 TEST(weight_quantizers_round_trip) {
+  // The grid types' quantizers need the kernels' codebooks: absent until registered.
+  CHECK(!weight_quant_supported(static_cast<uint32_t>(TensorType::IQ2_XXS)));
+  register_grid_weight_quantizers();
   std::mt19937_64 rng(3);
   std::normal_distribution<float> nd(0.0f, 0.02f);
   const int64_t n = 4096;
@@ -55,7 +59,8 @@ TEST(weight_quantizers_round_trip) {
   const Case cases[] = {{TensorType::F32, 0.0},    {TensorType::F16, 1e-3},  {TensorType::BF16, 5e-3},
                         {TensorType::Q8_0, 0.01},  {TensorType::Q6_K, 0.04}, {TensorType::Q5_K, 0.07},
                         {TensorType::Q5_0, 0.07},  {TensorType::Q5_1, 0.07}, {TensorType::Q4_K, 0.14},
-                        {TensorType::Q4_0, 0.14},  {TensorType::Q4_1, 0.14}};
+                        {TensorType::Q4_0, 0.14},  {TensorType::Q4_1, 0.14}, {TensorType::Q2_K, 0.36},
+                        {TensorType::IQ2_XXS, 0.46}};
   for (const Case& c : cases) {
     const uint32_t id = static_cast<uint32_t>(c.t);
     uint64_t bytes = 0;
@@ -76,7 +81,7 @@ TEST(weight_quantizers_round_trip) {
               c.max_rel_rms);
     CHECK(std::fabs(mean / n) < 2e-3);  // zero-mean input stays (nearly) zero-mean
   }
-  CHECK(!weight_quant_supported(static_cast<uint32_t>(TensorType::Q2_K)));
+  CHECK(!weight_quant_supported(static_cast<uint32_t>(TensorType::IQ1_S)));
   CHECK(!quantize_weight_row(static_cast<uint32_t>(TensorType::Q4_K), x.data(), 100, y.data()));  // partial block
 }
 
@@ -161,10 +166,12 @@ TEST(presets_have_the_documented_shapes) {
   CHECK(q.total > 0.95e9 && q.total < 1.05e9);
   CHECK(q.active > 0.1e9 && q.active < 0.3e9);
   CHECK(!synth::apply_preset("nope", &c));
+  register_grid_weight_quantizers();
   uint32_t id = 0;
   CHECK(synth::parse_type("Q4_K", &id) && id == static_cast<uint32_t>(TensorType::Q4_K));
   CHECK(synth::parse_type("q8_0", &id) && id == static_cast<uint32_t>(TensorType::Q8_0));
-  CHECK(!synth::parse_type("iq2_xxs", &id));  // no quantizer
+  CHECK(synth::parse_type("iq2_xxs", &id) && id == static_cast<uint32_t>(TensorType::IQ2_XXS));  // registered above
+  CHECK(!synth::parse_type("iq1_s", &id));  // no quantizer
 }
 
 TEST(synthetic_vocab_is_byte_level_bpe) {
@@ -231,4 +238,39 @@ TEST(generated_model_loads_and_generates) {
   CHECK(r.stop == StopReason::Length);
   CHECK(r.tokens.size() == 24);
   for (int32_t t : r.tokens) CHECK(t >= 0 && t < hp.n_vocab);
+}
+
+// A mixed file like the low-bit downloads (IQ2_XXS gate/up experts, Q2_K down
+// experts): its tensors have those types, it loads and its logits are finite.
+TEST(mixed_low_bit_model_loads_and_evaluates) {
+  register_grid_weight_quantizers();
+  synth::MoeModelConfig c = tiny_config();
+  c.expert_type = static_cast<uint32_t>(TensorType::IQ2_XXS);
+  c.expert_down_type = static_cast<uint32_t>(TensorType::Q2_K);
+  const std::string path = tmp_path("tiny-mixed-low-bit.gguf");
+  std::string err;
+  REQUIRE(synth::write_moe_model(c, path, 2, &err));
+  auto files = gguf::ModelFiles::open(path, &err);
+  REQUIRE(files);
+  int iq2 = 0, q2k = 0;
+  for (const auto& t : files->tensors()) {
+    const bool gate_up = t.name.find("ffn_gate_exps") != std::string::npos || t.name.find("ffn_up_exps") != std::string::npos;
+    if (gate_up) iq2 += t.type == static_cast<uint32_t>(TensorType::IQ2_XXS);
+    if (t.name.find("ffn_down_exps") != std::string::npos) q2k += t.type == static_cast<uint32_t>(TensorType::Q2_K);
+  }
+  CHECK(iq2 == 2 * c.n_layer && q2k == c.n_layer);
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = 64;
+  auto model = GuildModel::load(path, opt, &err);
+  CHECK_MSG(model != nullptr, "load: %s", err.c_str());
+  REQUIRE(model);
+  auto session = GuildSession::create(*model, 64, &err);
+  REQUIRE(session);
+  const std::vector<int32_t> ids = model->vocab().tokenize("the quick brown fox", false, false);
+  std::vector<float> logits(ids.size() * static_cast<size_t>(model->hparams().n_vocab));
+  REQUIRE(session->eval(ids, true, logits.data(), &err));
+  bool finite = true;
+  for (float v : logits) finite = finite && std::isfinite(v);
+  CHECK(finite);
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "artifact/synth_model.h"
+#include "cpu/weights/quantize_weight_iq.h"
 #include "core/tensor_type.h"
 #include "tool_args.h"
 
@@ -21,8 +22,10 @@ const char* kUsage =
     "usage: guild-gen-model --out PATH [--preset qwen3-30b-a3b|bench-1b] [--seed S] [--threads N]\n"
     "       [--layers N] [--embd N] [--heads N] [--kv-heads N] [--head-dim N] [--experts N] [--experts-used N]\n"
     "       [--expert-ffn N] [--vocab N] [--ctx N] [--name NAME]\n"
-    "       [--expert-type T] [--dense-type T] [--output-type T] [--embd-type T] [--norm-type T] [--router-type T]\n"
-    "  types: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K\n"
+    "       [--expert-type T] [--expert-down-type T] [--dense-type T] [--output-type T] [--embd-type T]\n"
+    "       [--norm-type T] [--router-type T]\n"
+    "  types: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q4_K q5_K q6_K iq2_xxs\n"
+    "  (--expert-down-type sets ffn_down_exps, default --expert-type: mixes like Unsloth's dynamic quants)\n"
     "  (--dense-type sets the attention matrices and, unless --output-type is given, the output head)\n";
 
 void print_progress(const char* msg) { std::fprintf(stderr, "guild-gen-model: %s\n", msg); }
@@ -30,10 +33,11 @@ void print_progress(const char* msg) { std::fprintf(stderr, "guild-gen-model: %s
 }  // namespace
 
 int main(int argc, char** argv) {
+  register_grid_weight_quantizers();
   tools::Args args;
   if (!args.parse(argc, argv,
                   {"out", "preset", "seed", "threads", "layers", "embd", "heads", "kv-heads", "head-dim", "experts",
-                   "experts-used", "expert-ffn", "vocab", "ctx", "name", "expert-type", "dense-type", "output-type",
+                   "experts-used", "expert-ffn", "vocab", "ctx", "name", "expert-type", "expert-down-type", "dense-type", "output-type",
                    "embd-type", "norm-type", "router-type"},
                   {}, kUsage))
     return 2;
@@ -59,6 +63,8 @@ int main(int argc, char** argv) {
     if (!synth::parse_type(args.get(flag), v)) tools::die("--" + std::string(flag) + ": unknown or unsupported type '" + args.get(flag) + "'");
   };
   type("expert-type", &c.expert_type);
+  c.expert_down_type = c.expert_type;
+  type("expert-down-type", &c.expert_down_type);
   type("dense-type", &c.dense_type);
   if (args.has("dense-type") && !args.has("output-type")) c.output_type = c.dense_type;
   type("output-type", &c.output_type);
@@ -71,10 +77,11 @@ int main(int argc, char** argv) {
   const synth::ParamCounts p = synth::count_params(c);
   std::fprintf(stderr,
                "guild-gen-model: qwen3moe %d layers, embd %d, heads %d/%d x %d, experts %d (%d used) x ffn %d, vocab %d\n"
-               "guild-gen-model: experts %s, attention %s, output %s, embedding %s, norms %s, router %s\n"
+               "guild-gen-model: experts %s (down %s), attention %s, output %s, embedding %s, norms %s, router %s\n"
                "guild-gen-model: %.3f B parameters (%.3f B active per token), %.2f GiB of tensor data\n",
                c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_expert, c.n_expert_used, c.n_ff_exp, c.n_vocab,
-               std::string(tensor_type_name(c.expert_type)).c_str(), std::string(tensor_type_name(c.dense_type)).c_str(),
+               std::string(tensor_type_name(c.expert_type)).c_str(), std::string(tensor_type_name(c.expert_down_type)).c_str(),
+               std::string(tensor_type_name(c.dense_type)).c_str(),
                std::string(tensor_type_name(c.output_type)).c_str(), std::string(tensor_type_name(c.embd_type)).c_str(),
                std::string(tensor_type_name(c.norm_type)).c_str(), std::string(tensor_type_name(c.router_type)).c_str(),
                p.total / 1e9, p.active / 1e9, p.file_bytes / 1073741824.0);

@@ -106,7 +106,7 @@ std::vector<TensorSpec> tensor_specs(const MoeModelConfig& c) {
     t.push_back({blk(l, "ffn_gate_inp.weight"), c.router_type, {E, X}, in_e});
     t.push_back({blk(l, "ffn_gate_exps.weight"), c.expert_type, {E, F, X}, in_e});
     t.push_back({blk(l, "ffn_up_exps.weight"), c.expert_type, {E, F, X}, in_e});
-    t.push_back({blk(l, "ffn_down_exps.weight"), c.expert_type, {F, E, X}, down});
+    t.push_back({blk(l, "ffn_down_exps.weight"), c.expert_down_type, {F, E, X}, down});
   }
   t.push_back({"output_norm.weight", c.norm_type, {E}, 0.0f, 1.0f});
   t.push_back({"output.weight", c.output_type, {E, V}, 3.0f * in_e});
@@ -226,6 +226,7 @@ bool apply_preset(const std::string& name, MoeModelConfig* c) {
     c->n_vocab = 151936;
     c->n_ctx_train = 40960;
     c->expert_type = c->embd_type = static_cast<uint32_t>(TensorType::Q4_K);
+    c->expert_down_type = c->expert_type;
     c->dense_type = c->output_type = static_cast<uint32_t>(TensorType::Q6_K);
     c->norm_type = c->router_type = static_cast<uint32_t>(TensorType::F32);
     return true;
@@ -246,6 +247,7 @@ bool apply_preset(const std::string& name, MoeModelConfig* c) {
     c->n_vocab = 32000;
     c->n_ctx_train = 4096;
     c->expert_type = c->embd_type = static_cast<uint32_t>(TensorType::Q4_K);
+    c->expert_down_type = c->expert_type;
     c->dense_type = static_cast<uint32_t>(TensorType::Q8_0);
     c->output_type = static_cast<uint32_t>(TensorType::Q6_K);
     c->norm_type = c->router_type = static_cast<uint32_t>(TensorType::F32);

@@ -25,7 +25,8 @@ struct MoeModelConfig {
   float rope_base = 1e6f;
   float rms_eps = 1e-6f;
   // Tensor type ids (core/tensor_type.h).
-  uint32_t expert_type = 12;  // Q4_K: ffn_{gate,up,down}_exps
+  uint32_t expert_type = 12;       // Q4_K: ffn_{gate,up}_exps
+  uint32_t expert_down_type = 12;  // ffn_down_exps (mixed files quantize it apart)
   uint32_t dense_type = 14;   // Q6_K: attn_{q,k,v,output}
   uint32_t output_type = 14;  // Q6_K: output.weight
   uint32_t embd_type = 12;    // Q4_K: token_embd.weight

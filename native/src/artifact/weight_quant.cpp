@@ -181,6 +181,42 @@ void q6_k(const float* x, BlockQ6_K* b) {
   }
 }
 
+// Q2_K: 16 groups of 16, x = d*sc*q - dmin*m with q in 0..3 and 4-bit sc, m.
+// Per group the range [min(x, 0), max] in 3 steps; the group scales and
+// offsets are then themselves quantized to 4 bits against d and dmin.
+void q2_k(const float* x, BlockQ2_K* b) {
+  float scale[16], offset[16];
+  float max_scale = 0, max_offset = 0;
+  for (int g = 0; g < 16; ++g) {
+    float lo = 0, hi = -INFINITY;
+    for (int l = 0; l < 16; ++l) {
+      lo = std::min(lo, x[16 * g + l]);
+      hi = std::max(hi, x[16 * g + l]);
+    }
+    scale[g] = std::max(0.0f, hi - lo) / 3.0f;
+    offset[g] = -lo;
+    max_scale = std::max(max_scale, scale[g]);
+    max_offset = std::max(max_offset, offset[g]);
+  }
+  b->d = f32_to_fp16(max_scale / 15.0f);
+  b->dmin = f32_to_fp16(max_offset / 15.0f);
+  const float d = fp16_to_f32(b->d), dmin = fp16_to_f32(b->dmin);
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int g = 0; g < 16; ++g) {
+    const int sc = d > 0 ? std::clamp(static_cast<int>(std::lround(scale[g] / d)), 0, 15) : 0;
+    const int m = dmin > 0 ? std::clamp(static_cast<int>(std::lround(offset[g] / dmin)), 0, 15) : 0;
+    b->scales[g] = static_cast<uint8_t>(sc | (m << 4));
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    // Group g = 8h + 2s + half holds elements 128h + 32s + 16half + l, stored
+    // in qs[32h + 16half + l] at bits 2s.
+    const int h = g / 8, s = (g % 8) / 2, half = g % 2;
+    for (int l = 0; l < 16; ++l) {
+      const int q = dl > 0 ? std::clamp(static_cast<int>(std::lround((x[16 * g + l] + ml) / dl)), 0, 3) : 0;
+      b->qs[32 * h + 16 * half + l] |= static_cast<uint8_t>(q << (2 * s));
+    }
+  }
+}
+
 template <typename Block, typename Fn>
 void blocks(const float* src, int64_t n, int block_elems, void* dst, Fn fn) {
   Block* b = static_cast<Block*>(dst);
@@ -189,21 +225,41 @@ void blocks(const float* src, int64_t n, int block_elems, void* dst, Fn fn) {
 
 }  // namespace
 
-bool weight_quant_supported(uint32_t type_id) {
-  switch (static_cast<TensorType>(type_id)) {
+namespace {
+
+bool builtin(TensorType t) {
+  switch (t) {
     case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q4_0: case TensorType::Q4_1:
-    case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0: case TensorType::Q4_K: case TensorType::Q5_K:
-    case TensorType::Q6_K:
+    case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0: case TensorType::Q2_K: case TensorType::Q4_K:
+    case TensorType::Q5_K: case TensorType::Q6_K:
       return true;
     default:
       return false;
   }
 }
 
+// Quantizers registered by code that has the codebooks (register_weight_quantizer).
+WeightQuantizeFn g_registered[kTensorTypeIdLimit] = {};
+
+}  // namespace
+
+void register_weight_quantizer(uint32_t type_id, WeightQuantizeFn fn) {
+  if (type_id < kTensorTypeIdLimit && !builtin(static_cast<TensorType>(type_id))) g_registered[type_id] = fn;
+}
+
+bool weight_quant_supported(uint32_t type_id) {
+  if (type_id >= kTensorTypeIdLimit) return false;
+  return builtin(static_cast<TensorType>(type_id)) || g_registered[type_id] != nullptr;
+}
+
 bool quantize_weight_row(uint32_t type_id, const float* src, int64_t n, void* dst) {
   if (!weight_quant_supported(type_id)) return false;
   const TensorTypeInfo& info = tensor_type_info(type_id);
   if (n < 0 || n % info.block_elems != 0) return false;
+  if (g_registered[type_id]) {
+    g_registered[type_id](src, n, dst);
+    return true;
+  }
   switch (static_cast<TensorType>(type_id)) {
     case TensorType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
     case TensorType::F16: {
@@ -221,6 +277,7 @@ bool quantize_weight_row(uint32_t type_id, const float* src, int64_t n, void* ds
     case TensorType::Q5_0: blocks<BlockQ5_0>(src, n, 32, dst, q5_0); break;
     case TensorType::Q5_1: blocks<BlockQ5_1>(src, n, 32, dst, q_1<31, BlockQ5_1>); break;
     case TensorType::Q8_0: blocks<BlockQ8_0>(src, n, 32, dst, q8_0); break;
+    case TensorType::Q2_K: blocks<BlockQ2_K>(src, n, 256, dst, q2_k); break;
     case TensorType::Q4_K: blocks<BlockQ4_K>(src, n, 256, dst, q45_k<15, BlockQ4_K>); break;
     case TensorType::Q5_K: blocks<BlockQ5_K>(src, n, 256, dst, q45_k<31, BlockQ5_K>); break;
     case TensorType::Q6_K: blocks<BlockQ6_K>(src, n, 256, dst, q6_k); break;

@@ -11,8 +11,15 @@
 namespace guild {
 
 // True for the types quantize_weight_row supports: F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
+// Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, and any registered below.
 bool weight_quant_supported(uint32_t type_id);
+
+// A quantizer for a type whose codebooks live with the CPU kernels (the grid
+// types: cpu/generic/quantize_weight_iq.h), which this layer does not link.
+// Tools and tests that link the kernels register it; n is a whole number of
+// blocks. Not thread-safe against quantize_weight_row: register first.
+using WeightQuantizeFn = void (*)(const float* src, int64_t n, void* dst);
+void register_weight_quantizer(uint32_t type_id, WeightQuantizeFn fn);
 
 // Quantizes n floats (a whole number of the type's blocks) into dst (one row
 // of that type). False for an unsupported type or a partial block.
