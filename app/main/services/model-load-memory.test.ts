@@ -65,6 +65,16 @@ describe("ModelLoadMemory", () => {
     expect(m.get(path.join(dir, ".", "real.gguf"))?.settings).toEqual({ contextSize: 1024 });
   });
 
+  it("records nothing for a load at the defaults of a model with nothing remembered, and forgets by a later one", () => {
+    const dir = tmp();
+    const { m } = memory(dir);
+    m.remember("/m/a.gguf", {});
+    expect(existsSync(path.join(dir, modelLoadMemoryFileName))).toBe(false);
+    m.remember("/m/a.gguf", { threads: 2 });
+    m.remember("/m/a.gguf", {});  // back to the defaults: that is what it last loaded with
+    expect(memory(dir).m.get("/m/a.gguf")?.settings).toEqual({});
+  });
+
   it("keeps the most recently loaded models only", () => {
     const dir = tmp();
     let clock = 0;

@@ -45,12 +45,18 @@ export class ModelLoadMemory {
     return hit ? { settings: { ...hit.settings }, loadedAt: hit.loadedAt } : null;
   }
 
-  /** Records a successful load. Never throws: a failed write is one notice, and the load stands. */
+  /**
+   * Records a successful load (a load at the defaults of a model with nothing remembered records
+   * nothing). Never throws: a failed write is one notice, and the load stands.
+   */
   remember(modelPath: string, settings: ModelLoadSettings): void {
     const entries = this.read();
     const key = keyOf(modelPath);
+    const checked = this.options.validate(settings);
+    // The defaults for a model with nothing remembered: nothing to remember (and nothing to write).
+    if (!entries.has(key) && Object.keys(checked).length === 0) return;
     entries.delete(key);  // re-inserted last: the map's order is the load order
-    entries.set(key, { settings: this.options.validate(settings), loadedAt: (this.options.now ?? Date.now)() });
+    entries.set(key, { settings: checked, loadedAt: (this.options.now ?? Date.now)() });
     while (entries.size > this.maxEntries) entries.delete(entries.keys().next().value as string);
     try {
       mkdirSync(this.dataDir, { recursive: true });

@@ -25,7 +25,7 @@ function manager(defaults: ModelLoadSettings = {}) {
     unloadModel: async () => true,
     profile: () => { throw new Error("no profile"); },
   } as unknown as RuntimeHost;
-  const library = { remember: () => undefined, setLoadCheck: () => undefined } as unknown as ModelLibrary;
+  const library = { remember: () => undefined, setLoadCheck: () => undefined, setLastLoad: () => undefined } as unknown as ModelLibrary;
   const emit: EventSink = () => undefined;
   return { models: new ModelManager(host, library, {} as ProfileStore, emit, defaults), loads };
 }
