@@ -25,8 +25,7 @@ describe.skipIf("reason" in browserPath)("the chat in Chromium", () => {
   const shot = (name: string) => page.screenshot({ path: path.join(artifactsDir, `${name}.png`) });
 
   beforeAll(async () => {
-    await buildRenderer();
-    served = await serveWebMode({ paced: false });
+    served = await serveWebMode({ paced: false, rendererDir: await buildRenderer() });
     browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: served.web.serverUrl });

@@ -13,14 +13,14 @@ import { describe, expect, it } from "vitest";
 
 import { findElectron } from "../app/main/cli/app-start.js";
 import { fixturesDir } from "../app/test/fixtures.js";
-import { artifactsDir, buildRenderer, repoRoot } from "./harness.js";
+import { artifactsDir, buildElectronApp, repoRoot } from "./harness.js";
 
 const found = findElectron();
 if ("reason" in found) console.warn(`Electron e2e skipped: ${found.reason}`);
 
 describe.skipIf("reason" in found)("Electron app", () => {
   it("opens the window from guild://app, chats, picks a file, copies, and shows help and the profile", async () => {
-    await buildRenderer();
+    await buildElectronApp();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-electron-"));
     const app = await electron.launch({
       executablePath: (found as { path: string }).path,

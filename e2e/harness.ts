@@ -22,7 +22,20 @@ export function chromiumPath(): { path: string } | { reason: string } {
   return found ? { path: found } : { reason: `no chromium at ${candidates.join(", ")} (apt-get install chromium)` };
 }
 
-export async function buildRenderer(): Promise<void> {
+/**
+ * Builds the renderer from the sources into a folder of this test file's own and returns it. The
+ * e2e files run in parallel workers: a shared output folder (dist/renderer) was emptied by one
+ * file's build while another file's page was loading from it.
+ */
+export async function buildRenderer(): Promise<string> {
+  const outDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-renderer-"));
+  process.on("exit", () => rmSync(outDir, { recursive: true, force: true }));
+  await build({ configFile: path.join(repoRoot, "vite.renderer.config.ts"), logLevel: "warn", build: { outDir, emptyOutDir: true } });
+  return outDir;
+}
+
+/** The Electron app's own build (dist/renderer and dist/preload), for the Electron spec. */
+export async function buildElectronApp(): Promise<void> {
   await build({ configFile: path.join(repoRoot, "vite.renderer.config.ts"), logLevel: "warn" });
   await build({ configFile: path.join(repoRoot, "vite.preload.config.ts"), logLevel: "warn" });
 }
@@ -38,12 +51,13 @@ export interface Served {
 }
 
 /** `paced: false` serves replies at the model's own speed (specs that never stop a reply midway, and want many of them). */
-export async function serveWebMode(options: { paced?: boolean } = {}): Promise<Served> {
+/** `rendererDir`: what buildRenderer() returned (default: the app's dist/renderer). */
+export async function serveWebMode(options: { paced?: boolean; rendererDir?: string } = {}): Promise<Served> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-"));
   const packagesDir = path.join(dataDir, "packages");
   await installBuiltPackages(packagesDir);
   const web = await startWebMode({
-    dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: rendererOut },
+    dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: options.rendererDir ?? rendererOut },
     // Test-only: replies come one token at a time with a pause between (the demo model would otherwise
     // finish in tens of milliseconds), so a spec can watch a reply grow and stop it midway, by design.
     ...(options.paced === false ? {} : { runtime: { testPacing: e2ePacing } }),

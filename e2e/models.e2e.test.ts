@@ -107,8 +107,7 @@ describe.skipIf("reason" in browserPath)("models, server and accessibility in Ch
     });
     await hub.start();
     process.env["GUILD_HF_ENDPOINT"] = hub.url;
-    await buildRenderer();
-    served = await serveWebMode();
+    served = await serveWebMode({ rendererDir: await buildRenderer() });
     browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: served.web.serverUrl });
