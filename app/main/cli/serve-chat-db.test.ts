@@ -34,7 +34,8 @@ function serve(dataDir: string): Promise<Served> {
     proc.stdout.on("data", (d: Buffer) => {
       out += d.toString("utf8");
       const m = /^guild: serving .+ at (http:\/\/\S+)\n/m.exec(out);
-      if (m) {
+      // The app's link (its session token) is a second write: wait for it too, unless web mode is off.
+      if (m && (/^guild: the app: \S+\n/m.test(out) || /web mode is off/.test(err))) {
         clearTimeout(timer);
         const token = () => /[?&]token=([A-Za-z0-9_-]+)/.exec(out)?.[1] ?? null;
         resolve({ url: m[1]!, stderr: () => err, token, stop: () => { proc.kill("SIGTERM"); return exit; } });

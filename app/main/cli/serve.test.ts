@@ -32,7 +32,10 @@ function serve(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Se
     proc.stdout.on("data", (d: Buffer) => {
       out += d.toString("utf8");
       const m = /^guild: serving (.+) at (http:\/\/\S+)\n/m.exec(out);
-      if (m) {
+      // On a loopback bind the app's link follows in a second write: wait for it too (a server
+      // reachable from other machines has no web mode, hence no link).
+      const exposed = args.includes("--host") && !["127.0.0.1", "localhost", "::1"].includes(args[args.indexOf("--host") + 1] ?? "");
+      if (m && (exposed || /^guild: the app: \S+\n/m.test(out) || /web mode is off/.test(err))) {
         clearTimeout(timer);
         resolve({ proc, url: m[2]!, stdout: () => out, stderr: () => err, exit });
       }
