@@ -6,11 +6,11 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { embeddedModelPath } from "../app/main/paths.js";
-import { artifactsDir, buildRenderer, chromiumPath, serveWebMode, type Served } from "./harness.js";
+import { artifactsDir, buildRenderer, chromiumPath, openAppInChromium, serveWebMode, type Served } from "./harness.js";
 
 const browserPath = chromiumPath();
 if ("reason" in browserPath) console.warn(`chat e2e skipped: ${browserPath.reason}`);
@@ -26,15 +26,7 @@ describe.skipIf("reason" in browserPath)("the chat in Chromium", () => {
 
   beforeAll(async () => {
     served = await serveWebMode({ paced: false, rendererDir: await buildRenderer() });
-    browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: served.web.serverUrl });
-    page = await context.newPage();
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    // A CSP violation (a font or style the policy refuses) is a console error too.
-    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) pageErrors.push(m.text()); });
-    await page.goto(served.web.url);
-    await page.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+    ({ browser, page } = await openAppInChromium(served, (browserPath as { path: string }).path, pageErrors, { height: 900, clipboard: true }));
   });
   afterAll(async () => {
     await browser?.close();

@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { chromium, type Browser, type Page } from "playwright-core";
 import { build } from "vite";
 
 import { PackageService } from "../app/main/services/package-service.js";
@@ -84,4 +85,23 @@ async function installBuiltPackages(dir: string): Promise<void> {
     const archive = path.join(path.dirname(dir), `${name}.gkpkg`);
     if ((await svc.pack(path.join(built, name), archive)).ok) await svc.install(archive);
   }
+}
+
+/**
+ * Opens the served app's printed link in Debian's chromium (headless, `--no-sandbox --disable-gpu`) and
+ * waits for the demo model to be in view. Page errors, and console errors other than refused requests
+ * (HTTP 4xx, which the page shows as messages; a CSP violation is a console error too), go to `errors`.
+ */
+export async function openAppInChromium(
+  served: Served, browserPath: string, errors: string[], options: { height?: number; clipboard?: boolean } = {},
+): Promise<{ browser: Browser; page: Page }> {
+  const browser = await chromium.launch({ executablePath: browserPath, args: ["--no-sandbox", "--disable-gpu"] });
+  const context = await browser.newContext({ viewport: { width: 1280, height: options.height ?? 800 } });
+  if (options.clipboard) await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: served.web.serverUrl });
+  const page = await context.newPage();
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) errors.push(m.text()); });
+  await page.goto(served.web.url);
+  await page.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+  return { browser, page };
 }

@@ -12,12 +12,12 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { promisify } from "node:util";
 
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { HubStandIn } from "../app/test/hub-stand-in.js";
 import { fixturesDir } from "../app/test/fixtures.js";
-import { artifactsDir, buildRenderer, chromiumPath, serveWebMode, type Served } from "./harness.js";
+import { artifactsDir, buildRenderer, chromiumPath, openAppInChromium, serveWebMode, type Served } from "./harness.js";
 
 const browserPath = chromiumPath();
 if ("reason" in browserPath) console.warn(`models e2e skipped: ${browserPath.reason}`);
@@ -108,14 +108,7 @@ describe.skipIf("reason" in browserPath)("models, server and accessibility in Ch
     await hub.start();
     process.env["GUILD_HF_ENDPOINT"] = hub.url;
     served = await serveWebMode({ rendererDir: await buildRenderer() });
-    browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: served.web.serverUrl });
-    page = await context.newPage();
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) pageErrors.push(m.text()); });
-    await page.goto(served.web.url);
-    await page.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+    ({ browser, page } = await openAppInChromium(served, (browserPath as { path: string }).path, pageErrors, { clipboard: true }));
   });
   afterAll(async () => {
     await browser?.close();

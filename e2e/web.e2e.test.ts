@@ -3,11 +3,11 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { LOAD_STAGES } from "../app/shared/runtime-contract.js";
-import { artifactsDir, buildRenderer, chromiumPath, serveWebMode, type Served } from "./harness.js";
+import { artifactsDir, buildRenderer, chromiumPath, openAppInChromium, serveWebMode, type Served } from "./harness.js";
 import { hybridProfile, hybridShape } from "./hybrid-profile.js";
 
 const browserPath = chromiumPath();
@@ -21,13 +21,7 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
 
   beforeAll(async () => {
     served = await serveWebMode({ rendererDir: await buildRenderer() });
-    browser = await chromium.launch({ executablePath: (browserPath as { path: string }).path, args: ["--no-sandbox", "--disable-gpu"] });
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    page.on("pageerror", (e) => pageErrors.push(e.message));
-    // Refused requests (HTTP 4xx, shown in the page as messages) are logged by the browser too; anything else is a bug.
-    page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) pageErrors.push(m.text()); });
-    await page.goto(served.web.url);
-    await page.getByText("guild-demo-qwen3moe-Q8_0.gguf").first().waitFor();
+    ({ browser, page } = await openAppInChromium(served, (browserPath as { path: string }).path, pageErrors));
   });
   afterAll(async () => {
     await browser?.close();

@@ -9,7 +9,7 @@ const explanations: Record<NoSessionReason, string> = {
 };
 
 export function noSessionPage(reason: NoSessionReason): string {
-  const todo = reason === "other-user"
+  const nextStep = reason === "other-user"
     ? "<p>Start your own with <code>npm start</code> or <code>guild serve</code>.</p>"
     : "<p>Open the link printed by <code>npm start</code> or <code>guild serve</code> in the terminal where it runs: " +
       "<code>http://127.0.0.1:PORT/app/?token=…</code>. It works once per server start; " +
@@ -18,7 +18,7 @@ export function noSessionPage(reason: NoSessionReason): string {
     "<!doctype html>",
     '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">',
     "<title>Guild: open the printed link</title></head>",
-    `<body><h1>Guild</h1><p>${explanations[reason]}</p>${todo}</body></html>`,
+    `<body><h1>Guild</h1><p>${explanations[reason]}</p>${nextStep}</body></html>`,
     "",
   ].join("\n");
 }
