@@ -142,8 +142,8 @@ async function run(argv: readonly string[]): Promise<number> {
     }
     if (!loopback)
       process.stderr.write(`guild: warning: listening on ${host}, reachable from other machines; requests need the API key\n`);
-    process.stdout.write(`guild: serving ${file} at ${url}\n`);
-    if (services) process.stdout.write(`guild: the app: ${session.appUrl(url)}\n`);
+    // One write: whoever reads the serving line has the app's link (its session token) with it.
+    process.stdout.write(`guild: serving ${file} at ${url}\n` + (services ? `guild: the app: ${session.appUrl(url)}\n` : ""));
     await stopped;
     process.stderr.write("guild: stopping\n");
     return exitOk;
