@@ -72,8 +72,12 @@ std::vector<Prompt> prompts_of(const std::string& dir) {
   return out;
 }
 
-const char* kModels[] = {"qwen3moe-a-F32",  "qwen3moe-a-Q8_0", "qwen3moe-a-Q4_0", "qwen3moe-a-Q4_K_M",
-                         "qwen3moe-a-Q6_K", "mixtral-a-F32",   "mixtral-a-Q4_K_M"};
+// The low-bit fixtures (Q2_K .. IQ1_M) run every CUDA kernel family added for
+// them: their experts and most dense tensors are of that type.
+const char* kModels[] = {"qwen3moe-a-F32",     "qwen3moe-a-Q8_0",    "qwen3moe-a-Q4_0",   "qwen3moe-a-Q4_K_M",
+                         "qwen3moe-a-Q6_K",    "mixtral-a-F32",      "mixtral-a-Q4_K_M",  "qwen3moe-a-Q2_K",
+                         "qwen3moe-a-Q3_K_M",  "qwen3moe-a-IQ3_S",   "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ2_S",
+                         "qwen3moe-a-IQ2_XS",  "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ1_M",  "qwen3moe-a-IQ1_S"};
 
 struct Pair {
   std::unique_ptr<GuildModel> model;
@@ -131,8 +135,16 @@ TEST(prompt_logits_match_cpu_runtime) {
       REQUIRE(s->eval(p.ids, true, cpu.data(), &err));
       CHECK_MSG(pr.gpu->forward(p.ids.data(), n, 0, gpu.data(), true, &err, gpu_argmax.data()), "%s", err.c_str());
       const double rms_limit = pr.master ? 0.05 : 0.5;
-      size_t bad_rms = 0, same_argmax = 0, argmax_dev = 0, bad_argmax_dev = 0;
+      // A quantized model's GPU path rounds activations to Q8_1 where the CPU
+      // uses Q8_K/Q8_0 (as llama.cpp's backends do): logits differ by the rms
+      // below, so the top token may flip only where the CPU's top-2 logit
+      // margin is within reach of that noise. Where the margin is clear
+      // (>= kClearMargin) the argmax must agree everywhere, and over ten or
+      // more positions at 90 % of all of them.
+      constexpr float kClearMargin = 0.5f;
+      size_t bad_rms = 0, same_argmax = 0, argmax_dev = 0, bad_argmax_dev = 0, clear = 0, clear_same = 0;
       double worst = 0, sum_rms = 0;
+      float flipped_margin = 0;
       for (size_t i = 0; i < p.tight; ++i) {
         const float* c = cpu.data() + i * n_vocab;
         const float* g = gpu.data() + i * n_vocab;
@@ -140,17 +152,27 @@ TEST(prompt_logits_match_cpu_runtime) {
         worst = std::max(worst, std::isnan(rms) ? 1e30 : rms);
         sum_rms += rms;
         bad_rms += !(rms <= rms_limit);
-        same_argmax += argmax(c, n_vocab) == argmax(g, n_vocab);
+        const bool same = argmax(c, n_vocab) == argmax(g, n_vocab);
+        const float m = margin(c, n_vocab);
+        same_argmax += same;
+        if (!same) flipped_margin = std::max(flipped_margin, m);
+        if (m >= kClearMargin) {
+          ++clear;
+          clear_same += same;
+        }
         bad_argmax_dev += gpu_argmax[i] != argmax(g, n_vocab);
         ++argmax_dev;
       }
-      std::printf("  %s/%s: %d tokens, checked %zu (router margin), rms mean %.4f max %.4f, argmax %zu/%zu\n", name,
-                  p.name.c_str(), n, p.tight, p.tight ? sum_rms / p.tight : 0.0, worst, same_argmax, p.tight);
+      std::printf("  %s/%s: %d tokens, checked %zu (router margin), rms mean %.4f max %.4f, argmax %zu/%zu "
+                  "(%zu/%zu where the margin >= %.1f; largest flipped margin %.3f)\n",
+                  name, p.name.c_str(), n, p.tight, p.tight ? sum_rms / p.tight : 0.0, worst, same_argmax, p.tight,
+                  clear_same, clear, kClearMargin, flipped_margin);
       CHECK_MSG(bad_rms == 0, "%s/%s: %zu positions with rms > %.2g", name, p.name.c_str(), bad_rms, rms_limit);
       if (pr.master)
         CHECK_MSG(same_argmax == p.tight, "%s/%s: argmax %zu/%zu", name, p.name.c_str(), same_argmax, p.tight);
       else
-        CHECK_MSG(same_argmax >= 0.9 * p.tight, "%s/%s: argmax %zu/%zu", name, p.name.c_str(), same_argmax, p.tight);
+        CHECK_MSG(clear_same == clear && (p.tight < 10 || same_argmax >= 0.9 * p.tight), "%s/%s: argmax %zu/%zu, %zu/%zu where clear",
+                  name, p.name.c_str(), same_argmax, p.tight, clear_same, clear);
       CHECK_MSG(bad_argmax_dev == 0, "%s/%s: device argmax differs from the logits' argmax at %zu rows", name,
                 p.name.c_str(), bad_argmax_dev);
       ++compared;

@@ -44,7 +44,8 @@ using cuda_test::load_json;
 using cuda_test::margin;
 using cuda_test::need_gpu;
 
-const char* kModels[] = {"qwen3moe-a-Q8_0", "mixtral-a-Q4_K_M", "qwen3moe-a-F32", "qwen3moe-a-Q4_K_M"};
+const char* kModels[] = {"qwen3moe-a-Q8_0", "mixtral-a-Q4_K_M", "qwen3moe-a-F32", "qwen3moe-a-Q4_K_M",
+                         "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ1_M"};
 
 bool is_master(const std::string& name) { return name.find("-F32") != std::string::npos; }
 
