@@ -127,7 +127,7 @@ describe.skipIf("reason" in browserPath)("models, server and accessibility in Ch
     await page.getByLabel("GGUF path").fill(unsupported);
     await page.getByLabel("GGUF path").locator("..").getByRole("button", { name: "Inspect" }).click();
     await expect.poll(() => page.getByTestId("model-problems").textContent())
-      .toMatch(/^This runtime cannot load it: unknown architecture 'deepseek2' \(supported: [a-z0-9, ]+\)\. Loading it would keep guild-demo-qwen3moe-Q8_0\.gguf\.$/);
+      .toMatch(/^This runtime cannot load it: unknown architecture 'deepseek2' \(supported: [a-z0-9, -]+\)\. Loading it would keep guild-demo-qwen3moe-Q8_0\.gguf\.$/);
     await page.getByRole("button", { name: "Load GGUF" }).click();
     await expect.poll(() => page.locator(".banner.error").first().textContent())
       .toMatch(/cannot load .*deepseek2-a-Q4_K_M\.gguf: unknown architecture 'deepseek2' .*; guild-demo-qwen3moe-Q8_0\.gguf stays loaded/);

@@ -35,7 +35,12 @@ std::vector<int32_t> ids_of(const json::Value& arr) {
 struct Loaded {
   std::unique_ptr<GuildModel> model;
   bool is_master = false;  // F32/F16/BF16 weights: compare against .exact files tightly
+  bool half_master = false;  // F16/BF16 weights: activations rounded to 16 bits on both sides
 };
+
+// BF16/F16 masters against llama.cpp's .exact logits (see logits_match_llama_cpp).
+constexpr double kHalfMasterMaxAbs = 0.1;
+constexpr double kHalfMasterRms = 0.02;
 
 // Loads expected/<dir>'s model; null (with a printed reason) when its
 // architecture is not one this runtime supports yet.
@@ -56,8 +61,8 @@ Loaded load_fixture_model(const std::string& fixtures, const std::string& dir, K
     else std::printf("  %s: load failed: %s\n", dir.c_str(), err.c_str());
     return out;
   }
-  out.is_master = dir.find("-F32") != std::string::npos || dir.find("-BF16") != std::string::npos ||
-                  dir.find("-F16") != std::string::npos;
+  out.half_master = dir.find("-BF16") != std::string::npos || dir.find("-F16") != std::string::npos;
+  out.is_master = dir.find("-F32") != std::string::npos || out.half_master;
   return out;
 }
 
@@ -131,8 +136,8 @@ TEST(logits_match_llama_cpp) {
       const std::string prompt = name.substr(7, name.find('.') - 7);
       const size_t tight = first_tight_routing(base + "routing-" + prompt + (exact_file ? ".exact" : "") + ".json",
                                                ids.size(), 0.05);
-      double max_abs = 0.0;
-      size_t argmax_ok_before = 0, argmax_ok_after = 0, bad_rms_before = 0, near_ties_before = 0;
+      double max_abs = 0.0, worst_rms = 0.0;
+      size_t argmax_ok_before = 0, argmax_ok_after = 0, bad_rms_before = 0, near_ties_before = 0, argmax_all = 0;
       std::vector<double> abs_after;
       for (size_t p = 0; p < ids.size(); ++p) {
         const float* g = got.data() + p * n_vocab;
@@ -145,6 +150,8 @@ TEST(logits_match_llama_cpp) {
           if (p >= tight) abs_after.push_back(d);
         }
         const bool same_argmax = std::max_element(g, g + n_vocab) - g == std::max_element(w, w + n_vocab) - w;
+        argmax_all += same_argmax;
+        worst_rms = std::max(worst_rms, std::sqrt(sq / n_vocab));
         const bool near_tie = !l.is_master && top2_margin(w, n_vocab) < kQuantizedLogitError;
         if (p < tight) {
           argmax_ok_before += same_argmax || near_tie;
@@ -155,8 +162,19 @@ TEST(logits_match_llama_cpp) {
       }
       std::printf("  %s/%s: %zu positions, max|d| %.3g, tight routing from %zu\n", dir.c_str(), name.c_str(),
                   ids.size(), max_abs, tight);
-      if (l.is_master) {
+      if (l.is_master && !l.half_master) {
         CHECK_MSG(max_abs <= 1e-3, "%s/%s max|d| %.3g > 1e-3", dir.c_str(), name.c_str(), max_abs);
+      } else if (l.is_master) {
+        // BF16/F16 weights: both runtimes round activations to the weights'
+        // type before each product (llama.cpp's vec_dot_type), so a 1-ulp
+        // difference upstream flips a BF16 rounding (2^-9 relative) now and
+        // then. llama.cpp's own batch and one-token-at-a-time runs of these
+        // prompts differ by 0.04-0.07 (tolerances.json, batch_vs_sequential).
+        CHECK_MSG(max_abs <= kHalfMasterMaxAbs, "%s/%s max|d| %.3g > %.2g", dir.c_str(), name.c_str(), max_abs,
+                  kHalfMasterMaxAbs);
+        CHECK_MSG(worst_rms <= kHalfMasterRms, "%s/%s rms %.3g > %.2g at a position", dir.c_str(), name.c_str(),
+                  worst_rms, kHalfMasterRms);
+        CHECK_MSG(argmax_all == ids.size(), "%s/%s argmax %zu/%zu", dir.c_str(), name.c_str(), argmax_all, ids.size());
       } else {
         CHECK_MSG(bad_rms_before == 0, "%s/%s: %zu positions before %zu with rms > 0.5", dir.c_str(), name.c_str(),
                   bad_rms_before, tight);
@@ -222,7 +240,8 @@ TEST(greedy_matches_llama_cpp) {
 TEST(batch_equals_sequential) {
   const std::string fx = check::fixtures_dir();
   for (const char* dir : {"qwen3moe-a-F32", "mixtral-a-F32", "qwen3moe-a-Q4_K_M", "qwen3moe-a-IQ1_S", "qwen3moe-a-IQ1_M",
-                          "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ2_XS", "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ3_S"}) {
+                          "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ2_XS", "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ3_S",
+                          "gptoss-a-BF16", "gptoss-a-MXFP4_MOE"}) {  // gpt-oss: 21 tokens, past its 16-key window
     Loaded l = load_fixture_model(fx, dir, KvType::F32);
     if (!supported_arch(l)) continue;
     json::Value greedy = load_json(fx + "/expected/" + dir + "/greedy.json");
@@ -285,4 +304,25 @@ TEST(prefix_reuse_equals_fresh_run) {
   CHECK(reused.n_reused >= static_cast<int>(prompt.size()));
   CHECK(cold.n_reused == 0);
   CHECK(reused.tokens == cold.tokens);
+}
+
+// The layer recipes the runners build: the standard decoder's is the CUDA
+// executor's; gpt-oss's names the first step parameter that executor lacks.
+TEST(recipes_name_what_the_cuda_executor_lacks) {
+  const std::string fx = check::fixtures_dir();
+  Loaded qwen = load_fixture_model(fx, "qwen3moe-a-Q8_0", KvType::F16);
+  Loaded oss = load_fixture_model(fx, "gptoss-a-MXFP4_MOE", KvType::F16);
+  REQUIRE(qwen.model && oss.model);
+  CHECK(qwen.model->recipe().layers.size() == 2);
+  CHECK_MSG(qwen.model->recipe().gpu_gap().empty(), "%s", qwen.model->recipe().gpu_gap().c_str());
+  const ModelRecipe& r = oss.model->recipe();
+  REQUIRE(r.layers.size() == 2 && r.layers[0].steps.size() == 6);
+  CHECK(r.layers[0].steps[1].kind == StepKind::Attention);
+  CHECK(r.layers[0].steps[1].attention.sliding_window == 16);  // even layers slide
+  CHECK(r.layers[1].steps[1].attention.sliding_window == 0);
+  CHECK(r.layers[0].steps[1].attention.sinks && r.layers[0].steps[1].attention.qkv_bias);
+  CHECK(r.layers[0].steps[4].kind == StepKind::RoutedExperts);
+  CHECK(r.layers[0].steps[4].experts.gating == Gating::TopkSoftmax);
+  CHECK(r.layers[0].steps[4].experts.glu.kind == Glu::SwigluOai);
+  CHECK_MSG(r.gpu_gap() == "attention biases", "%s", r.gpu_gap().c_str());
 }

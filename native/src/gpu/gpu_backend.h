@@ -18,7 +18,7 @@
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 3;
+inline constexpr uint32_t kBackendAbi = 4;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "ops/attention.h"
+#include "ops/glu.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -173,18 +174,30 @@ void project_many(const DecoderContext& c, PreparedRows& a, PreparedRows& b, con
   }
 }
 
-void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, int n, int pos0) {
+// y[i] += bias for n rows of dim floats.
+void add_bias(const DecoderContext& c, const float* bias, int n, int64_t dim, float* y) {
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int i = i0; i < i1; ++i)
+      for (int64_t d = 0; d < dim; ++d) y[i * dim + d] += bias[d];
+  });
+}
+
+void attention_step(const DecoderContext& c, const AttentionStep& a, const LayerWeights& L, int layer, int n, int pos0) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
   const int q_dim = hp.n_head * hp.head_dim_k;
   const int k_dim = hp.n_head_kv * hp.head_dim_k;
   const int v_dim = hp.n_head_kv * hp.head_dim_v;
 
-  norm_rows(c, s.x.data(), L.attn_norm, n, s.xn.data());
-  PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
+  PreparedRows pa{s.act_in.data(), s.rows_in.data()}, pb{s.act_in2.data(), s.rows_in2.data()};
   const QMatrix* qkv[3] = {&L.wq, &L.wk, &L.wv};
   float* qkv_out[3] = {s.q.data(), s.k.data(), s.v.data()};
-  project_many(c, a, b, qkv, qkv_out, 3, s.xn.data(), n);
+  project_many(c, pa, pb, qkv, qkv_out, 3, s.xn.data(), n);
+  if (a.qkv_bias) {
+    add_bias(c, L.bq, n, q_dim, s.q.data());
+    add_bias(c, L.bk, n, k_dim, s.k.data());
+    add_bias(c, L.bv, n, v_dim, s.v.data());
+  }
 
   // Per token: q/k norms, rope, then K and V into the cache (rows of distinct
   // positions: safe from several threads).
@@ -192,7 +205,7 @@ void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, 
     for (int i = i0; i < i1; ++i) {
       float* qi = s.q.data() + static_cast<int64_t>(i) * q_dim;
       float* ki = s.k.data() + static_cast<int64_t>(i) * k_dim;
-      if (hp.qk_norm) {
+      if (a.qk_norm) {
         for (int h = 0; h < hp.n_head; ++h)
           rms_norm(qi + h * hp.head_dim_k, L.q_norm, hp.rms_eps, hp.head_dim_k, qi + h * hp.head_dim_k);
         for (int h = 0; h < hp.n_head_kv; ++h)
@@ -211,43 +224,61 @@ void attention_block(const DecoderContext& c, const LayerWeights& L, int layer, 
   shape.head_dim_k = hp.head_dim_k;
   shape.head_dim_v = hp.head_dim_v;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  shape.sliding_window = a.sliding_window;
+  shape.sinks = a.sinks ? L.attn_sinks : nullptr;
   attention(c.pool, c.kernels, shape, c.kv, layer, s.q.data(), n, pos0, s.attn.data(), s.scores.data(), s.attn_tile_rows);
 
   PreparedRows o{s.act_in.data(), s.rows_in.data()}, o2{s.act_in2.data(), s.rows_in2.data()};
   project(c, o, o2, L.wo, s.attn.data(), n, s.block_out.data());
-  add_rows(c, s.block_out.data(), n, s.x.data());
+  if (a.out_bias) add_bias(c, L.bo, n, hp.n_embd, s.block_out.data());
 }
 
-void moe_block(const DecoderContext& c, const LayerWeights& L, int n) {
+void routed_experts_step(const DecoderContext& c, const RoutedExpertsStep& e, const LayerWeights& L, int n) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
   const int k = hp.n_expert_used;
 
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
   project(c, a, b, L.router, s.xn.data(), n, s.router_logits.data());
+  if (e.router_bias) add_bias(c, L.router_bias, n, hp.n_expert, s.router_logits.data());
   s.routing.n_tokens = n;
   s.routing.k = k;
   s.routing.n_expert = hp.n_expert;
-  for_rows(c.pool, n, [&](int t0, int t1) { route_softmax_topk_rows(s.router_logits.data(), t0, t1, &s.routing); });
+  for_rows(c.pool, n, [&](int t0, int t1) {
+    if (e.gating == Gating::TopkSoftmax) route_topk_softmax_rows(s.router_logits.data(), t0, t1, &s.routing);
+    else route_softmax_topk_rows(s.router_logits.data(), t0, t1, &s.routing);
+  });
   group_slots_by_expert(&s.routing);
 
-  // Gate, up, SwiGLU and down of every routed expert (ops/moe.h).
+  // Gate, up, the gated unit and down of every routed expert (ops/moe.h).
   const uint8_t* const* x_rows = prepare(c, pick(a, b, L.gate_exps.first), L.gate_exps.first, s.xn.data(), n);
   MoeBuffers buf;
   buf.gate = s.ffn_gate.data();
   buf.up = s.ffn_up.data();
   buf.act_down = s.act_ffn.data();
   buf.slot_rows = s.rows_ffn.data();
-  moe_ffn(c.pool, c.kernels, L.gate_exps, L.up_exps, L.down_exps, s.routing, x_rows, buf, s.ffn_down.data(), hp.n_embd);
+  ExpertHidden hidden;
+  hidden.glu = e.glu;
+  if (e.expert_bias) {
+    hidden.gate_bias = L.gate_exps_bias;
+    hidden.up_bias = L.up_exps_bias;
+  }
+  moe_ffn(c.pool, c.kernels, L.gate_exps, L.up_exps, L.down_exps, s.routing, x_rows, buf, s.ffn_down.data(), hp.n_embd,
+          hidden);
 
-  // moe_out = Σ_j w_j · expert_j(x), summed in choice order, then the residual add.
+  // block_out = Σ_j w_j · (expert_j(x) + down bias), summed in choice order.
+  const float* down_bias = e.expert_bias ? L.down_exps_bias : nullptr;
   for_rows(c.pool, n, [&](int t0, int t1) {
     for (int t = t0; t < t1; ++t) {
       float* out = s.block_out.data() + static_cast<int64_t>(t) * hp.n_embd;
       for (int j = 0; j < k; ++j) {
         const int slot = t * k + j;
         const float wj = s.routing.weights[slot];
-        const float* y = s.ffn_down.data() + static_cast<int64_t>(slot) * hp.n_embd;
+        float* y = s.ffn_down.data() + static_cast<int64_t>(slot) * hp.n_embd;
+        if (down_bias != nullptr) {
+          const float* bd = down_bias + static_cast<int64_t>(s.routing.ids[slot]) * hp.n_embd;
+          for (int d = 0; d < hp.n_embd; ++d) y[d] += bd[d];
+        }
         if (j == 0) for (int d = 0; d < hp.n_embd; ++d) out[d] = y[d] * wj;
         else        for (int d = 0; d < hp.n_embd; ++d) out[d] += y[d] * wj;
       }
@@ -255,14 +286,14 @@ void moe_block(const DecoderContext& c, const LayerWeights& L, int n) {
   });
 }
 
-void dense_ffn_block(const DecoderContext& c, const LayerWeights& L, int n) {
+void dense_ffn_step(const DecoderContext& c, const GluParams& g, const LayerWeights& L, int n) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
   const QMatrix* gu[2] = {&L.ffn_gate, &L.ffn_up};
   float* gu_out[2] = {s.ffn_gate.data(), s.ffn_up.data()};
   project_many(c, a, b, gu, gu_out, 2, s.xn.data(), n);
-  c.kernels.swiglu_f32(static_cast<int64_t>(n) * hp.n_ff, s.ffn_gate.data(), s.ffn_up.data(), s.ffn_gate.data());
+  glu(c.kernels, g, static_cast<int64_t>(n) * hp.n_ff, s.ffn_gate.data(), s.ffn_up.data(), s.ffn_gate.data());
   PreparedRows d{s.act_ffn.data(), s.rows_ffn.data()}, d2{s.act_in.data(), s.rows_in.data()};
   project(c, d, d2, L.ffn_down, s.ffn_gate.data(), n, s.block_out.data());
 }
@@ -285,11 +316,15 @@ void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int 
 
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
-    attention_block(c, L, l, n, pos0);
-    norm_rows(c, s.x.data(), L.ffn_norm, n, s.xn.data());
-    if (L.is_moe()) moe_block(c, L, n);
-    else dense_ffn_block(c, L, n);
-    add_rows(c, s.block_out.data(), n, s.x.data());
+    for (const RecipeStep& step : c.recipe.layers[l].steps) {
+      switch (step.kind) {
+        case StepKind::Norm: norm_rows(c, s.x.data(), step.norm, n, s.xn.data()); break;
+        case StepKind::Attention: attention_step(c, step.attention, L, l, n, pos0); break;
+        case StepKind::RoutedExperts: routed_experts_step(c, step.experts, L, n); break;
+        case StepKind::DenseFfn: dense_ffn_step(c, step.dense_glu, L, n); break;
+        case StepKind::Residual: add_rows(c, s.block_out.data(), n, s.x.data()); break;
+      }
+    }
   }
 
   const int first_row = all_rows ? 0 : n - 1;

@@ -1,8 +1,8 @@
-// The forward pass of the standard pre-norm decoder (qwen3moe, qwen3, llama
-// with or without experts), read top to bottom: embed → for each layer
-// (norm → q/k/v → [q/k norm] → rope → cache → attention → out-proj → residual
-// → norm → MoE or dense FFN → residual) → final norm → lm_head.
-// Every intermediate has a named buffer in DecoderScratch, sized once.
+// The CPU executor of a model's recipe (models/recipe.h): embed → for each
+// layer, its steps in order (norm, attention, routed experts or dense FFN,
+// residual) → final norm → lm_head. It knows no architecture: what differs
+// between them is a parameter of a step. Every intermediate has a named
+// buffer in DecoderScratch, sized once.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "models/hparams.h"
+#include "models/recipe.h"
 #include "models/weights.h"
 #include "ops/moe.h"
 #include "runtime/kv_cache.h"
@@ -67,6 +68,7 @@ struct DecoderScratch {
 struct DecoderContext {
   const ModelHparams& hp;
   const ModelWeights& w;
+  const ModelRecipe& recipe;
   const CpuKernelTable& kernels;
   ThreadPool& pool;
   KvCache& kv;

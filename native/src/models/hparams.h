@@ -30,6 +30,7 @@ struct ModelHparams {
   RopeParams rope;
   ExpertGating gating = ExpertGating::SoftmaxTopkRenorm;
   bool qk_norm = false;  // per-head RMSNorm of q and k before rope (qwen3)
+  int sliding_window = 0;  // attention.sliding_window (gpt-oss); which layers use it is the recipe's choice
 };
 
 }  // namespace guild

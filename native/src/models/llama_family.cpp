@@ -23,6 +23,7 @@ bool load_llama(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
 
 }  // namespace
 
-extern const RunnerDescriptor kLlamaRunner{"llama", load_llama, bind_standard_dense, bind_standard_experts};
+extern const RunnerDescriptor kLlamaRunner{"llama", load_llama, bind_standard_dense, bind_standard_experts,
+                                           build_standard_recipe};
 
 }  // namespace guild

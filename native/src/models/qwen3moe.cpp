@@ -17,7 +17,9 @@ bool load_qwen3(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
 
 }  // namespace
 
-extern const RunnerDescriptor kQwen3MoeRunner{"qwen3moe", load_qwen3, bind_standard_dense, bind_standard_experts};
-extern const RunnerDescriptor kQwen3Runner{"qwen3", load_qwen3, bind_standard_dense, bind_standard_experts};
+extern const RunnerDescriptor kQwen3MoeRunner{"qwen3moe", load_qwen3, bind_standard_dense, bind_standard_experts,
+                                              build_standard_recipe};
+extern const RunnerDescriptor kQwen3Runner{"qwen3", load_qwen3, bind_standard_dense, bind_standard_experts,
+                                           build_standard_recipe};
 
 }  // namespace guild

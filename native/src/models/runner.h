@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/hparams.h"
+#include "models/recipe.h"
 #include "models/weights.h"
 
 namespace guild {
@@ -21,6 +22,8 @@ struct RunnerDescriptor {
   bool (*bind_dense)(TensorBinder& binder, const ModelHparams& hp, ModelWeights* w, std::string* error);
   // Load stage 10: the routed experts.
   bool (*bind_experts)(TensorBinder& binder, const ModelHparams& hp, ModelWeights* w, std::string* error);
+  // After binding: the layers as executor steps (models/recipe.h).
+  bool (*build_recipe)(const ModelHparams& hp, const ModelWeights& w, ModelRecipe* out, std::string* error);
 };
 
 const RunnerDescriptor* find_runner(std::string_view arch);
@@ -52,6 +55,12 @@ class HparamReader {
 // Shared by the standard pre-norm decoder architectures (llama family,
 // qwen3moe): attention block hparams, vocab size, rope and expert counts.
 bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std::string* error);
+// Binds token_embd, output_norm and output (token_embd when absent: tied) and
+// sizes w->layers; false with b.error() set.
+bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeights* w);
+// Binds layer l's attn_norm and attn_{q,k,v,output}.weight (and their .bias
+// tensors when `biases`); false with b.error() set.
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool biases, ModelWeights* w);
 // Binds token_embd, output_norm, output (tied if absent), per-layer attention,
 // norms, routers (MoE layers: blk.N.ffn_gate_inp exists) and dense FFNs.
 bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);

@@ -12,9 +12,10 @@ namespace guild {
 extern const RunnerDescriptor kQwen3MoeRunner;
 extern const RunnerDescriptor kQwen3Runner;
 extern const RunnerDescriptor kLlamaRunner;
+extern const RunnerDescriptor kGptOssRunner;
 
 namespace {
-const RunnerDescriptor* const kRunners[] = {&kQwen3MoeRunner, &kQwen3Runner, &kLlamaRunner};
+const RunnerDescriptor* const kRunners[] = {&kQwen3MoeRunner, &kQwen3Runner, &kLlamaRunner, &kGptOssRunner};
 }
 
 const RunnerDescriptor* find_runner(std::string_view arch) {

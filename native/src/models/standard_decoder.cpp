@@ -93,27 +93,40 @@ bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std:
   return true;
 }
 
-bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error) {
-  const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
-  const int64_t k_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
-  const int64_t v_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_v;
-  const int64_t o_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_v;
-  bool ok = b.matrix("token_embd.weight", hp.n_embd, hp.n_vocab, &w->token_embd) &&
-            b.vector("output_norm.weight", hp.n_embd, &w->output_norm, *w) &&
-            b.matrix("output.weight", hp.n_embd, hp.n_vocab, &w->output, /*optional=*/true);
+bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeights* w) {
+  const bool ok = b.matrix("token_embd.weight", hp.n_embd, hp.n_vocab, &w->token_embd) &&
+                  b.vector("output_norm.weight", hp.n_embd, &w->output_norm, *w) &&
+                  b.matrix("output.weight", hp.n_embd, hp.n_vocab, &w->output, /*optional=*/true);
   if (ok && !w->output.data) {
     w->output = w->token_embd;  // tied embeddings
     w->output_tied = true;
   }
   w->layers.resize(hp.n_layer);
+  return ok;
+}
+
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool biases, ModelWeights* w) {
+  const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
+  const int64_t k_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
+  const int64_t v_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_v;
+  const int64_t o_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_v;
+  LayerWeights& L = w->layers[l];
+  bool ok = b.vector(blk(l, "attn_norm.weight"), hp.n_embd, &L.attn_norm, *w) &&
+            b.matrix(blk(l, "attn_q.weight"), hp.n_embd, q_dim, &L.wq) &&
+            b.matrix(blk(l, "attn_k.weight"), hp.n_embd, k_dim, &L.wk) &&
+            b.matrix(blk(l, "attn_v.weight"), hp.n_embd, v_dim, &L.wv) &&
+            b.matrix(blk(l, "attn_output.weight"), o_dim, hp.n_embd, &L.wo);
+  if (ok && biases)
+    ok = b.vector(blk(l, "attn_q.bias"), q_dim, &L.bq, *w) && b.vector(blk(l, "attn_k.bias"), k_dim, &L.bk, *w) &&
+         b.vector(blk(l, "attn_v.bias"), v_dim, &L.bv, *w) && b.vector(blk(l, "attn_output.bias"), hp.n_embd, &L.bo, *w);
+  return ok;
+}
+
+bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error) {
+  bool ok = bind_embeddings_and_head(b, hp, w);
   for (int l = 0; ok && l < hp.n_layer; ++l) {
     LayerWeights& L = w->layers[l];
-    ok = b.vector(blk(l, "attn_norm.weight"), hp.n_embd, &L.attn_norm, *w) &&
-         b.matrix(blk(l, "attn_q.weight"), hp.n_embd, q_dim, &L.wq) &&
-         b.matrix(blk(l, "attn_k.weight"), hp.n_embd, k_dim, &L.wk) &&
-         b.matrix(blk(l, "attn_v.weight"), hp.n_embd, v_dim, &L.wv) &&
-         b.matrix(blk(l, "attn_output.weight"), o_dim, hp.n_embd, &L.wo) &&
-         b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
+    ok = bind_attention(b, hp, l, /*biases=*/false, w) && b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
     if (ok && hp.qk_norm)
       ok = b.vector(blk(l, "attn_q_norm.weight"), hp.head_dim_k, &L.q_norm, *w) &&
            b.vector(blk(l, "attn_k_norm.weight"), hp.head_dim_k, &L.k_norm, *w);

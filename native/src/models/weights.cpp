@@ -156,9 +156,19 @@ bool TensorBinder::experts(const std::string& name, int64_t n_in, int64_t n_out,
 
 bool TensorBinder::vector(const std::string& name, int64_t n, const float** out, ModelWeights& owner,
                           bool optional) {
+  return floats(name, {n}, n, out, owner, optional);
+}
+
+bool TensorBinder::table(const std::string& name, int64_t n0, int64_t n1, const float** out, ModelWeights& owner,
+                         bool optional) {
+  return floats(name, {n0, n1}, n0 * n1, out, owner, optional);
+}
+
+bool TensorBinder::floats(const std::string& name, std::initializer_list<int64_t> shape, int64_t n, const float** out,
+                          ModelWeights& owner, bool optional) {
   const gguf::TensorInfo* t = lookup(name, optional);
   if (!t) return optional;
-  if (!check_shape(*t, {n})) return false;
+  if (!check_shape(*t, shape)) return false;
   bound_bytes_ += t->nbytes;
   if (t->type == static_cast<uint32_t>(TensorType::F32)) {
     // The mapping is only aligned to general.alignment; a misaligned vector

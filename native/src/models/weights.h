@@ -44,6 +44,17 @@ struct LayerWeights {
   ExpertMatrices down_exps;           // [n_ff_exp, n_embd, n_expert]
   // Dense FFN layers.
   QMatrix ffn_gate, ffn_up, ffn_down;
+  // Optional tensors of architectures beyond the standard decoder (null when
+  // absent; the layer's recipe says which ones it uses).
+  const float* bq = nullptr;           // attn_q.bias [n_head*head_dim_k]
+  const float* bk = nullptr;           // attn_k.bias [n_head_kv*head_dim_k]
+  const float* bv = nullptr;           // attn_v.bias [n_head_kv*head_dim_v]
+  const float* bo = nullptr;           // attn_output.bias [n_embd]
+  const float* attn_sinks = nullptr;   // attn_sinks [n_head]: a learned logit in every softmax
+  const float* router_bias = nullptr;  // ffn_gate_inp.bias [n_expert]
+  const float* gate_exps_bias = nullptr;  // ffn_gate_exps.bias [n_expert][n_ff_exp]
+  const float* up_exps_bias = nullptr;    // ffn_up_exps.bias [n_expert][n_ff_exp]
+  const float* down_exps_bias = nullptr;  // ffn_down_exps.bias [n_expert][n_embd]
   bool is_moe() const { return router.data != nullptr; }
 };
 
@@ -90,6 +101,9 @@ class TensorBinder {
   bool matrix(const std::string& name, int64_t n_in, int64_t n_out, QMatrix* out, bool optional = false);
   bool experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert, ExpertMatrices* out);
   bool vector(const std::string& name, int64_t n, const float** out, ModelWeights& owner, bool optional = false);
+  // A 2-D tensor [n0, n1] as n1 float rows of n0 (per-expert biases).
+  bool table(const std::string& name, int64_t n0, int64_t n1, const float** out, ModelWeights& owner,
+             bool optional = false);
   bool has(const std::string& name) const;
 
   const std::string& error() const { return error_; }
@@ -99,6 +113,8 @@ class TensorBinder {
 
  private:
   const gguf::TensorInfo* lookup(const std::string& name, bool optional);
+  bool floats(const std::string& name, std::initializer_list<int64_t> shape, int64_t n, const float** out,
+              ModelWeights& owner, bool optional);
   // t's data, aligned for its type (copied when the mapping's is not); null
   // and error() when the copy cannot be made.
   const uint8_t* aligned_data(const gguf::TensorInfo& t);

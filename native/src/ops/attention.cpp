@@ -7,6 +7,17 @@ namespace guild {
 
 namespace {
 
+// 1 / the softmax denominator of n scores (replaced by exp(s - max)), with
+// the head's sink logit in it when there is one.
+float softmax_inv(const CpuKernelTable& k, const float* sinks, int head, int64_t n, float* s) {
+  if (sinks == nullptr) return 1.0f / k.softmax_exp(n, s);
+  // softmax_exp subtracts the row maximum: the sink's term needs the same one.
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  const float sum = k.softmax_exp(n, s);
+  return 1.0f / (sum + std::exp(sinks[head] - m));
+}
+
 // One query row per task (scores: rows_per_thread × n_ctx floats per thread,
 // only the first row used).
 void attention_rows(ThreadPool& pool, const CpuKernelTable& k, const AttentionShape& s, const KvCache& kv, int layer,
@@ -33,7 +44,7 @@ void attention_rows(ThreadPool& pool, const CpuKernelTable& k, const AttentionSh
     else
       k.attn_scores_f32(n_keys, s.head_dim_k, static_cast<const float*>(kv.k_row(layer, first)) + hk * s.head_dim_k,
                         kv.k_dim(), qr, 1, s.scale, sr);
-    const float inv = 1.0f / k.softmax_exp(n_keys, sr[0]);
+    const float inv = softmax_inv(k, s.sinks, h, n_keys, sr[0]);
     if (f16)
       k.attn_pv_f16(n_keys, s.head_dim_v, static_cast<const uint16_t*>(kv.v_row(layer, first)) + hk * s.head_dim_v,
                     kv.v_dim(), sr, 1, orow);
@@ -104,7 +115,7 @@ void attention(ThreadPool& pool, const CpuKernelTable& k, const AttentionShape& 
       // Softmax over this row's keys; zero weight for the tile's other keys.
       const int lo = row_first - first, hi = pos - first;  // inclusive, relative to `first`
       for (int j = 0; j < lo; ++j) sr[j] = 0.0f;
-      inv[row] = 1.0f / k.softmax_exp(hi - lo + 1, sr + lo);
+      inv[row] = softmax_inv(k, s.sinks, hk * group + row % group, hi - lo + 1, sr + lo);
       for (int j = hi + 1; j < n_keys; ++j) sr[j] = 0.0f;
     }
     if (f16)

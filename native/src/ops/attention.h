@@ -17,6 +17,9 @@ struct AttentionShape {
   int head_dim_v = 0;
   float scale = 1.0f;      // multiplies q·k
   int sliding_window = 0;  // 0 = full causal attention
+  // Per query head, a learned logit in every softmax's denominator (gpt-oss
+  // "attention sinks"; unscaled): weights exp(s_j) / (Σ exp(s_i) + exp(sink)).
+  const float* sinks = nullptr;
 };
 
 // Query rows (token x head of one KV group) handled by one attention task.

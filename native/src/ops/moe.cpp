@@ -59,6 +59,30 @@ void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting*
   }
 }
 
+void route_topk_softmax_rows(const float* logits, int t0, int t1, ExpertRouting* r) {
+  const int n_expert = r->n_expert, k = r->k;
+  for (int t = t0; t < t1; ++t) {
+    const float* l = logits + static_cast<int64_t>(t) * n_expert;
+    int32_t* ids = r->ids.data() + static_cast<int64_t>(t) * k;
+    float* w = r->weights.data() + static_cast<int64_t>(t) * k;
+    for (int j = 0; j < k; ++j) {  // partial selection sort, k is small
+      int best = -1;
+      for (int e = 0; e < n_expert; ++e) {
+        bool taken = false;
+        for (int jj = 0; jj < j; ++jj) taken = taken || ids[jj] == e;
+        if (!taken && (best < 0 || l[e] > l[best])) best = e;
+      }
+      ids[j] = best;
+    }
+    // ids[0] holds the largest logit: the softmax's maximum.
+    const float max_l = l[ids[0]];
+    double sum = 0.0;
+    for (int j = 0; j < k; ++j) sum += (w[j] = std::exp(l[ids[j]] - max_l));
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    for (int j = 0; j < k; ++j) w[j] *= inv_sum;
+  }
+}
+
 int group_slots_by_expert(ExpertRouting* r, const int32_t* cached) {
   const int n_slots = r->n_tokens * r->k;
   // A negative id: the choice is computed elsewhere (the GPU took it).
@@ -197,7 +221,7 @@ void expert_matmul(ThreadPool& pool, const ExpertMatrices& w, ExpertRouting& r,
 
 void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& gate, const ExpertMatrices& up,
              const ExpertMatrices& down, ExpertRouting& r, const uint8_t* const* x_rows, const MoeBuffers& buf, float* y,
-             int64_t y_stride) {
+             int64_t y_stride, const ExpertHidden& hid) {
   const int64_t n_ff = gate.first.n_out;
   const int64_t n_embd = down.first.n_out;
   const int n_slots = r.n_tokens * r.k;
@@ -205,9 +229,13 @@ void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& ga
   for (int slot = 0; slot < n_slots; ++slot) slot_rows[slot] = x_rows[slot / r.k];
   const QuantizeRowFn quantize = k.quantize_act[static_cast<uint32_t>(down.first.kernels->vec_dot_type)];
   const size_t down_act_bytes = act_row_bytes(down.first);
-  auto hidden = [&](int32_t slot) {  // SwiGLU, then the down projection's activation row
+  auto hidden = [&](int32_t slot) {  // biases, the gated unit, then the down projection's activation row
     float* g = buf.gate + static_cast<int64_t>(slot) * n_ff;
-    k.swiglu_f32(n_ff, g, buf.up + static_cast<int64_t>(slot) * n_ff, g);
+    float* u = buf.up + static_cast<int64_t>(slot) * n_ff;
+    const int64_t e = r.ids[slot];
+    if (const float* bg = hid.gate_bias) for (int64_t i = 0; i < n_ff; ++i) g[i] += bg[e * n_ff + i];
+    if (const float* bu = hid.up_bias) for (int64_t i = 0; i < n_ff; ++i) u[i] += bu[e * n_ff + i];
+    glu(k, hid.glu, n_ff, g, u, g);
     quantize(g, buf.act_down + slot * down_act_bytes, n_ff);
   };
 

@@ -8,6 +8,7 @@
 #include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "models/weights.h"
+#include "ops/glu.h"
 
 namespace guild {
 
@@ -39,6 +40,10 @@ void route_softmax_topk(const float* logits, int n_tokens, int n_expert, int k, 
 // group_slots_by_expert once.
 void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting* r);
 
+// top-k of the logits (ties go to the lower id), softmax over those k
+// (gpt-oss); tokens [t0, t1) as route_softmax_topk_rows.
+void route_topk_softmax_rows(const float* logits, int t0, int t1, ExpertRouting* r);
+
 // Groups slots by expert; call after the ids are set. With `cached`
 // ([n_expert]; hybrid MoE), slots whose expert has cached[e] >= 0 (the GPU
 // computes it) are left out of every group, and so are slots with a negative
@@ -58,8 +63,16 @@ struct MoeBuffers {
   const uint8_t** slot_rows = nullptr;  // [n_slots]
 };
 
+// The experts' gated unit and the optional gate/up biases ([n_expert][n_ff]).
+struct ExpertHidden {
+  GluParams glu;
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+};
+
 // The routed experts of one layer, for every slot s = (token t, choice j)
-// routed to expert e:  h = silu(gate_e . x_t) * (up_e . x_t),  y[s] = down_e . h.
+// routed to expert e:  h = glu(gate_e . x_t + bg_e, up_e . x_t + bu_e),
+// y[s] = down_e . h (no down bias: the caller adds it where it combines).
 // x_rows[t]: token t's input already in gate/up's vec_dot_type. y rows have
 // y_stride floats. With enough active experts every expert is one task (its
 // gate, up, SwiGLU, activation quantization and down in one go: one pool
@@ -72,7 +85,7 @@ struct MoeBuffers {
 // does the same with w's table.
 void moe_ffn(ThreadPool& pool, const CpuKernelTable& k, const ExpertMatrices& gate, const ExpertMatrices& up,
              const ExpertMatrices& down, ExpertRouting& r, const uint8_t* const* x_rows, const MoeBuffers& buf, float* y,
-             int64_t y_stride);
+             int64_t y_stride, const ExpertHidden& hidden = {});
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

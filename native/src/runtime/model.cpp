@@ -539,6 +539,7 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
       }
       st.bytes = binder.bound_bytes() - before;
       st.detail.set("source", "gguf");
+      if (!m->runner_->build_recipe(m->hp_, m->weights_, &m->recipe_, &err)) fail(LoadErrorKind::Format, path + ": " + err);
       if (StageRecord* dense = prof.find("dense_weights")) {  // the copies of both stages, counted in one place
         dense->detail.set("aligned_copies", binder.copied_tensors());
         dense->detail.set("aligned_copy_bytes", static_cast<unsigned long long>(binder.copied_bytes()));
@@ -565,7 +566,10 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
         // A check stops at the budget arithmetic (the device is asked for its
         // free memory; nothing is allocated or uploaded).
         bool placed = false;
-        if (check_only) {
+        // The CUDA executor runs the standard layer steps only (models/recipe.h).
+        if (const std::string gap = m->recipe_.gpu_gap(); !gap.empty()) {
+          err = "the CUDA executor has no step for " + m->hp_.arch + "'s " + gap + " yet";
+        } else if (check_only) {
           GpuBudget fit;
           placed = GpuExecution::plan_budget(*m->gpu_provider_->gpu, m->hp_, m->weights_, go, &fit, &gd, &err);
         } else {

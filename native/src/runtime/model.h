@@ -17,6 +17,7 @@
 #include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "models/hparams.h"
+#include "models/recipe.h"
 #include "models/runner.h"
 #include "models/weights.h"
 #include "runtime/execution_state.h"
@@ -111,6 +112,8 @@ class GuildModel {
   const gguf::ModelFiles& files() const { return *files_; }
   const ModelHparams& hparams() const { return hp_; }
   const ModelWeights& weights() const { return weights_; }
+  // The layers as executor steps (models/recipe.h), built at load stage 10.
+  const ModelRecipe& recipe() const { return recipe_; }
   const CpuKernelTable& kernels() const { return *kernels_; }
   const Vocab& vocab() const { return *vocab_; }
   ThreadPool& pool() const { return *pool_; }
@@ -168,6 +171,7 @@ class GuildModel {
   LoadOptions options_;
   std::unique_ptr<gguf::ModelFiles> files_;
   const RunnerDescriptor* runner_ = nullptr;
+  ModelRecipe recipe_;
   ModelHparams hp_;
   ModelWeights weights_;
   const CpuKernelTable* kernels_ = nullptr;

@@ -155,7 +155,7 @@ bool GuildSession::model_file_changed() {
 bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
   if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
   const GuildModel& m = model_;
-  DecoderContext ctx{m.hparams(), m.weights(), m.kernels(), m.pool(), kv_, scratch_};
+  DecoderContext ctx{m.hparams(), m.weights(), m.recipe(), m.kernels(), m.pool(), kv_, scratch_};
   size_t done = 0;
   while (done < tokens.size()) {
     if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;

@@ -1,0 +1,82 @@
+#include "models/recipe.h"
+
+namespace guild {
+
+LayerBuilder& LayerBuilder::add(StepKind kind, const RecipeStep& params) {
+  RecipeStep s = params;
+  s.kind = kind;
+  out_->steps.push_back(s);
+  return *this;
+}
+
+LayerBuilder& LayerBuilder::norm(const float* weight) {
+  RecipeStep s;
+  s.norm = weight;
+  return add(StepKind::Norm, s);
+}
+
+LayerBuilder& LayerBuilder::attention(const AttentionStep& a) {
+  RecipeStep s;
+  s.attention = a;
+  return add(StepKind::Attention, s);
+}
+
+LayerBuilder& LayerBuilder::routed_experts(const RoutedExpertsStep& e) {
+  RecipeStep s;
+  s.experts = e;
+  return add(StepKind::RoutedExperts, s);
+}
+
+LayerBuilder& LayerBuilder::dense_ffn(const GluParams& glu) {
+  RecipeStep s;
+  s.dense_glu = glu;
+  return add(StepKind::DenseFfn, s);
+}
+
+LayerBuilder& LayerBuilder::residual() { return add(StepKind::Residual, RecipeStep{}); }
+
+std::string ModelRecipe::gpu_gap() const {
+  // The CUDA decoder runs the standard layer shape only (docs/CUDA.md): the
+  // first step it lacks names the gap.
+  for (const LayerRecipe& L : layers) {
+    static constexpr StepKind kStandard[] = {StepKind::Norm, StepKind::Attention, StepKind::Residual, StepKind::Norm,
+                                             StepKind::RoutedExperts, StepKind::Residual};
+    if (L.steps.size() != 6) return "a layer of " + std::to_string(L.steps.size()) + " steps";
+    for (size_t i = 0; i < L.steps.size(); ++i) {
+      const RecipeStep& s = L.steps[i];
+      const bool ffn = i == 4;
+      if (ffn ? (s.kind != StepKind::RoutedExperts && s.kind != StepKind::DenseFfn) : s.kind != kStandard[i])
+        return "a layer whose steps are not norm, attention, residual, norm, FFN, residual";
+      if (s.kind == StepKind::Attention) {
+        if (s.attention.qkv_bias || s.attention.out_bias) return "attention biases";
+        if (s.attention.sinks) return "attention sinks";
+        if (s.attention.sliding_window > 0) return "sliding-window attention";
+      }
+      if (s.kind == StepKind::RoutedExperts) {
+        if (s.experts.gating != Gating::SoftmaxTopkRenorm) return "top-k-then-softmax gating";
+        if (s.experts.router_bias || s.experts.expert_bias) return "router and expert biases";
+        if (s.experts.glu.kind != Glu::Silu) return "the clamped SwiGLU (swiglu-oai)";
+      }
+      if (s.kind == StepKind::DenseFfn && s.dense_glu.kind != Glu::Silu) return "the clamped SwiGLU (swiglu-oai)";
+    }
+  }
+  return "";
+}
+
+bool build_standard_recipe(const ModelHparams& hp, const ModelWeights& w, ModelRecipe* out, std::string* error) {
+  (void)error;
+  out->layers.assign(static_cast<size_t>(hp.n_layer), LayerRecipe{});
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    AttentionStep a;
+    a.qk_norm = hp.qk_norm;
+    LayerBuilder b(&out->layers[static_cast<size_t>(l)]);
+    b.norm(L.attn_norm).attention(a).residual().norm(L.ffn_norm);
+    if (L.is_moe()) b.routed_experts(RoutedExpertsStep{});
+    else b.dense_ffn();
+    b.residual();
+  }
+  return true;
+}
+
+}  // namespace guild
