@@ -417,3 +417,31 @@ TEST(ram_tier_pinned_copy_and_staging_ring_stream_the_same_bytes) {
     CHECK(m->gpu()->cpu_expert_busy_ms() > busy0);
   }
 }
+
+// A recipe the CUDA executor lacks steps for (gpt-oss: biases, sinks, sliding
+// windows, swiglu-oai) never runs wrong on the GPU: gpu=auto keeps it on the
+// CPU with the reason recorded; cuda:0 refuses it in one line.
+TEST(recipes_the_cuda_executor_lacks_stay_on_the_cpu) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  const std::string path = fx + "/models/gptoss-a-MXFP4_MOE.gguf";
+  if (!fs::exists(path)) SKIP_TEST("gptoss-a-MXFP4_MOE fixture not found");
+  std::string err;
+  auto automatic = load(path, -1, false, &err, "auto");
+  REQUIRE(automatic != nullptr);
+  CHECK(automatic->gpu() == nullptr);
+  bool recorded = false;
+  for (const auto& f : automatic->profile().fallbacks())
+    recorded = recorded || f.reason.find("no step for gpt-oss's attention biases") != std::string::npos;
+  CHECK_MSG(recorded, "no fallback names the missing step");
+  LoadErrorKind kind{};
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.n_ctx = 256;
+  opt.gpu = "cuda:0";
+  auto required = GuildModel::load(path, opt, &err, &kind);
+  CHECK(required == nullptr);
+  CHECK(kind == LoadErrorKind::Unsupported);
+  CHECK_MSG(err.find("the CUDA executor has no step for gpt-oss's attention biases yet") != std::string::npos, "%s",
+            err.c_str());
+}
