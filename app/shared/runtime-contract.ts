@@ -66,10 +66,15 @@ export interface ChatMessage {
   content: string;
 }
 
+/** How hard a reasoning model thinks: the chat template's `reasoning_effort` (gpt-oss's harmony templates read it). */
+export const reasoningEfforts = ["low", "medium", "high"] as const;
+export type ReasoningEffort = (typeof reasoningEfforts)[number];
+
 export type GenerationInput =
   | { kind: "tokens"; tokens: number[] }                 // fed exactly as given
   | { kind: "text"; text: string }                      // tokenized by the model's rules (BOS as its metadata says)
-  | { kind: "chat"; messages: ChatMessage[] };          // the model's chat template, generation prompt added
+  // the model's chat template, generation prompt added; reasoningEffort absent = the template's own default
+  | { kind: "chat"; messages: ChatMessage[]; reasoningEffort?: ReasoningEffort };
 
 export interface SamplingSettings {
   temperature?: number;

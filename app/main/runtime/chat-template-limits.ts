@@ -109,6 +109,8 @@ export interface RenderJob {
   bosToken: string;
   eosToken: string;
   addGenerationPrompt: boolean;
+  /** The template's `reasoning_effort`; absent = left undefined, so that the template's default applies. */
+  reasoningEffort?: string;
   maxSteps: number;
   maxOutputChars: number;
 }

@@ -26,6 +26,8 @@ export interface RenderRequest {
   bosToken: string;
   eosToken: string;
   addGenerationPrompt: boolean;
+  /** The template's `reasoning_effort` variable; absent = not defined. */
+  reasoningEffort?: string | undefined;
   /** Names the template in errors, e.g. "the chat template of model.gguf". */
   templateName: string;
   /** Output size limit for this render, in characters. */
@@ -114,6 +116,7 @@ export class ChatTemplateRenderer {
           bosToken: request.bosToken,
           eosToken: request.eosToken,
           addGenerationPrompt: request.addGenerationPrompt,
+          ...(request.reasoningEffort !== undefined ? { reasoningEffort: request.reasoningEffort } : {}),
           maxSteps: this.limits.maxSteps,
           maxOutputChars: request.maxOutputChars,
         },

@@ -158,6 +158,7 @@ function render(job: RenderJob): RenderReply {
       add_generation_prompt: job.addGenerationPrompt,
       bos_token: job.bosToken,
       eos_token: job.eosToken,
+      ...(job.reasoningEffort !== undefined ? { reasoning_effort: job.reasoningEffort } : {}),
     });
     if (typeof text !== "string") return { id: job.id, ok: false, error: "the template did not render to text" };
     if (text.length > job.maxOutputChars) return { id: job.id, ok: false, limit: "output" };

@@ -4,6 +4,7 @@
 // (chat-template-renderer.ts; docs/TOKENIZER.md "Chat templates").
 import path from "node:path";
 
+import type { ReasoningEffort } from "../../shared/runtime-contract.js";
 import {
   chatTemplateLimitsFromEnv,
   outputLimitChars,
@@ -29,6 +30,8 @@ export interface RenderChatOptions {
   bosToken: string;
   eosToken: string;
   addGenerationPrompt: boolean;
+  /** The template's `reasoning_effort` (gpt-oss); absent = left undefined, so that the template's default applies. */
+  reasoningEffort?: ReasoningEffort;
   /** Names the template in errors; defaults to "the chat template". */
   templateName?: string;
   /** Stops the render (a waiting one is dropped, a running one's worker terminated). */
@@ -52,7 +55,7 @@ function inputChars(messages: readonly ChatMessage[], options: RenderChatOptions
   return messages.reduce((n, m) => n + m.content.length, options.bosToken.length + options.eosToken.length);
 }
 
-/** Renders a template with messages, add_generation_prompt, bos_token and eos_token; rejects with a ChatTemplateError. */
+/** Renders a template with messages, add_generation_prompt, bos_token, eos_token (and reasoning_effort if given); rejects with a ChatTemplateError. */
 export function renderChatTemplate(source: string, messages: readonly ChatMessage[], options: RenderChatOptions): Promise<string> {
   const renderer = options.renderer ?? defaultChatTemplateRenderer();
   const limits: ChatTemplateLimits = renderer.limits;
@@ -62,6 +65,7 @@ export function renderChatTemplate(source: string, messages: readonly ChatMessag
     bosToken: options.bosToken,
     eosToken: options.eosToken,
     addGenerationPrompt: options.addGenerationPrompt,
+    reasoningEffort: options.reasoningEffort,
     templateName: options.templateName ?? "the chat template",
     maxOutputChars: outputLimitChars(limits, inputChars(messages, options)),
     signal: options.signal,
@@ -75,6 +79,8 @@ function tokenText(model: GuildModel, token: number | null): string {
 export interface ChatPromptOptions {
   /** How errors name the model; defaults to its file's base name (`guild run` gives the whole path). */
   modelName?: string;
+  /** The template's `reasoning_effort`; absent = the template's default. */
+  reasoningEffort?: ReasoningEffort;
   signal?: AbortSignal;
   renderer?: ChatTemplateRenderer;
 }
@@ -96,6 +102,7 @@ export async function chatPromptTokens(model: GuildModel, messages: readonly Cha
     eosToken,
     addGenerationPrompt: true,
     templateName: own === null ? `the default chat template (ChatML) for ${name}` : `the chat template of ${name}`,
+    ...(options.reasoningEffort !== undefined ? { reasoningEffort: options.reasoningEffort } : {}),
     ...(options.signal !== undefined ? { signal: options.signal } : {}),
     ...(options.renderer !== undefined ? { renderer: options.renderer } : {}),
   });

@@ -18,6 +18,7 @@ import {
 import {
   builtInPresets, checkSettings, defaultGenerationSettings, withSettings, type GenerationSettings, type Preset,
 } from "../../shared/chat-settings.js";
+import { replyFormat, withoutReasoning } from "../../shared/reply-channels.js";
 import type { ChatMessage, LoadedModel, RequestId, SamplingSettings, StopReason } from "../../shared/runtime-contract.js";
 import { ChatFileError, chatFileOf, readChatFile } from "./chat-file.js";
 import { fitHistory, minimumReplyRoom, replyReserve, type FitResult } from "./context-window.js";
@@ -197,7 +198,7 @@ export class ChatServiceImpl implements ChatService {
         modelId: model.id, input: { kind: "tokens", tokens }, sampling: { temperature: 0.3, maxTokens },
       }, work.requestId);
       if (r.stopReason === "cancel") throw new RuntimeError("the summary was stopped", "cancelled");
-      const summary = stripReasoning(r.text).trim();
+      const summary = withoutReasoning(r.text).trim();
       if (summary.length === 0) throw new RuntimeError("the model wrote an empty summary; write one yourself or try again", "failed");
       return { summary };
     } catch (err) {
@@ -405,13 +406,22 @@ export function samplingOf(s: GenerationSettings): SamplingSettings {
   };
 }
 
-/** The messages the model reads: a reply stopped before its first token says nothing and is left out. */
+/**
+ * The messages the model reads: a reply stopped before its first token says
+ * nothing and is left out. A harmony reply (gpt-oss) is read back as its final
+ * answer: its template takes an earlier turn's content as that, and refuses
+ * content with channel tokens. `<think>` replies stay as they are: their
+ * templates drop the reasoning themselves.
+ */
 function historyOf(path: readonly Message[]): HistoryItem[] {
-  return path.filter((m) => m.content.length > 0).map((m) => ({ id: m.id, role: m.role, content: m.content }));
+  return path.filter((m) => m.content.length > 0).map((m) => ({
+    id: m.id, role: m.role,
+    content: m.role === "assistant" && replyFormat(m.content, { complete: true }) === "harmony" ? withoutReasoning(m.content) : m.content,
+  }));
 }
 
 function summaryPrompt(history: readonly HistoryItem[]): ChatMessage[] {
-  const transcript = history.map((m) => `${m.role === "user" ? "User" : "Assistant"}: ${stripReasoning(m.content).trim()}`).join("\n\n");
+  const transcript = history.map((m) => `${m.role === "user" ? "User" : "Assistant"}: ${withoutReasoning(m.content).trim()}`).join("\n\n");
   return [
     { role: "system", content: "You write short, faithful summaries of conversations." },
     {
@@ -420,11 +430,6 @@ function summaryPrompt(history: readonly HistoryItem[]): ChatMessage[] {
         "that someone continuing it would need.\n\n" + transcript,
     },
   ];
-}
-
-/** Text without its `<think>…</think>` reasoning blocks. */
-function stripReasoning(text: string): string {
-  return text.replace(/<think>[\s\S]*?(<\/think>|$)/g, "");
 }
 
 function checked(settings: unknown): Partial<GenerationSettings> {

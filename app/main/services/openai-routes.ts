@@ -3,20 +3,26 @@
 // /guild/v1/profile and /guild/v1/queue. Generations go through RuntimeHost,
 // so API requests share the one FIFO queue with the GUI; a streaming client
 // waiting in it is told its position with SSE comments, and a client that goes
-// away cancels its generation (or leaves the queue) at once. docs/API.md.
+// away cancels its generation (or leaves the queue) at once. A chat reply's
+// reasoning (`<think>` or gpt-oss's harmony channels) is answered apart from
+// its content, as reasoning_content. docs/API.md.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 
-import type {
-  ChatMessage,
-  GenerationInput,
-  GenerationRequest,
-  GenerationResult,
-  LoadedModel,
-  RuntimeEvent,
-  SamplingSettings,
-  StopReason,
+import { splitReply } from "../../shared/reply-channels.js";
+import { ReplyStream, type ReplyDelta } from "../../shared/reply-stream.js";
+import {
+  reasoningEfforts,
+  type ChatMessage,
+  type GenerationInput,
+  type GenerationRequest,
+  type GenerationResult,
+  type LoadedModel,
+  type ReasoningEffort,
+  type RuntimeEvent,
+  type SamplingSettings,
+  type StopReason,
 } from "../../shared/runtime-contract.js";
 import type { RouteModule } from "./http-routes.js";
 import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
@@ -176,6 +182,15 @@ function optBool(body: Record<string, unknown>, name: string): boolean | undefin
   return v;
 }
 
+/** reasoning_effort: the chat template's `reasoning_effort` variable (gpt-oss's harmony templates read it); absent or null = the template's default. */
+function optReasoningEffort(body: Record<string, unknown>): ReasoningEffort | undefined {
+  const v = body["reasoning_effort"];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" || !(reasoningEfforts as readonly string[]).includes(v))
+    throw invalid("reasoning_effort", `must be ${reasoningEfforts.map((e) => JSON.stringify(e)).join(", ").replace(/, ([^,]+)$/, " or $1")} (got ${typeof v === "string" ? JSON.stringify(v.slice(0, 40)) : typeName(v)})`);
+  return v as ReasoningEffort;
+}
+
 /** Fields OpenAI defines whose only supported value is "off"; anything else is refused, not silently ignored. */
 function refuseUnsupported(body: Record<string, unknown>, name: string, isOff: (v: unknown) => boolean, why: string): void {
   const v = body[name];
@@ -267,6 +282,9 @@ function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly ("
   return { model: typeof model === "string" ? model : undefined, stream, includeUsage, sampling, stop };
 }
 
+/** Fields of the assistant message this API answers with, which a client may send back in its history. */
+const assistantEchoFields = ["reasoning_content", "refusal"];
+
 function parseMessages(body: Record<string, unknown>): ChatMessage[] {
   const raw = body["messages"];
   if (raw === undefined) throw new ApiError(400, "messages: required", "invalid_request_error", "messages", "missing_required_parameter");
@@ -277,7 +295,7 @@ function parseMessages(body: Record<string, unknown>): ChatMessage[] {
     if (m === null || typeof m !== "object" || Array.isArray(m)) throw invalid(at, `expected an object, got ${typeName(m)}`);
     const msg = m as Record<string, unknown>;
     for (const key of Object.keys(msg))
-      if (key !== "role" && key !== "content" && key !== "name")
+      if (key !== "role" && key !== "content" && key !== "name" && !assistantEchoFields.includes(key))
         throw new ApiError(400, `${at}.${key}: not supported`, "invalid_request_error", `${at}.${key}`, "unsupported_value");
     const role = msg["role"];
     if (typeof role !== "string") throw invalid(`${at}.role`, `expected a string, got ${typeName(role)}`);
@@ -286,6 +304,15 @@ function parseMessages(body: Record<string, unknown>): ChatMessage[] {
       throw invalid(`${at}.role`, `must be system, developer, user or assistant (got ${JSON.stringify(role)})`);
     const name = msg["name"];
     if (name !== undefined && typeof name !== "string") throw invalid(`${at}.name`, `expected a string, got ${typeName(name)}`);
+    // A client sends back the assistant message it was given, reasoning and
+    // all. Accepted and left out: templates read an earlier turn's answer only.
+    for (const key of assistantEchoFields) {
+      const v = msg[key];
+      if (v === undefined || v === null) continue;
+      if (mapped !== "assistant")
+        throw new ApiError(400, `${at}.${key}: only assistant messages have it`, "invalid_request_error", `${at}.${key}`, "unsupported_value");
+      if (typeof v !== "string") throw invalid(`${at}.${key}`, `expected a string, got ${typeName(v)}`);
+    }
     const content = msg["content"];
     let text: string;
     if (typeof content === "string") text = content;
@@ -362,6 +389,20 @@ function finishReason(reason: StopReason): "stop" | "length" | null {
   }
 }
 
+/** A streamed chat delta: the first one names the role; reasoning goes in reasoning_content, the answer in content. */
+function chatDelta(delta: ReplyDelta | null, role: boolean): Record<string, unknown> {
+  if (delta === null) return {};
+  if (role) return { role: "assistant", content: delta.text };
+  return delta.channel === "reasoning" ? { reasoning_content: delta.text } : { content: delta.text };
+}
+
+/** A whole chat reply: a reply without reasoning is its text as it is; one with reasoning has it apart, as reasoning_content. */
+function chatMessageOf(text: string): Record<string, unknown> {
+  const parts = splitReply(text, { complete: true });
+  if (parts.format === "plain") return { role: "assistant", content: text, refusal: null };
+  return { role: "assistant", content: parts.answer, ...(parts.reasoning ? { reasoning_content: parts.reasoning } : {}), refusal: null };
+}
+
 function usageOf(r: GenerationResult) {
   return {
     prompt_tokens: r.stats.promptTokens,
@@ -398,10 +439,15 @@ function runtimeToApi(err: unknown): ApiError {
 // Generation over HTTP
 
 interface Shape {
-  /** What one streamed chunk looks like for a text delta (undefined = the closing chunk). */
-  chunk(delta: string | null, finish: "stop" | "length" | null, role: boolean): Record<string, unknown>;
+  /** What one streamed chunk looks like for a text delta (null = the closing chunk). */
+  chunk(delta: ReplyDelta | null, finish: "stop" | "length" | null, role: boolean): Record<string, unknown>;
   complete(result: GenerationResult): Record<string, unknown>;
+  /** Turns the generated text, piece by piece, into the deltas the stream sends. */
+  deltas(): { push(piece: string): ReplyDelta[]; end(): ReplyDelta[] };
 }
+
+/** The legacy completions API streams the text as it comes: it has no reasoning field. */
+const passThrough = () => ({ push: (piece: string): ReplyDelta[] => [{ channel: "answer", text: piece }], end: (): ReplyDelta[] => [] });
 
 export interface OpenAiRoutesOptions {
   /** Largest request body accepted; defaults to {@link defaultMaxBodyBytes}. */
@@ -418,6 +464,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     const requestId = randomUUID();
     const created = Math.floor(Date.now() / 1000);
     const shape = shapeFor(requestId, created, modelName);
+    const deltas = shape.deltas();
     let sse = false;
     let cancelledByClient = false;
     const write = (s: string) => { if (!res.writableEnded && !res.destroyed) res.write(s); };
@@ -442,7 +489,13 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
       openStream();
       if (roleSent) return;
       roleSent = true;
-      write(`data: ${JSON.stringify(shape.chunk("", null, true))}\n\n`);
+      write(`data: ${JSON.stringify(shape.chunk({ channel: "answer", text: "" }, null, true))}\n\n`);
+    };
+    const send = (ds: readonly ReplyDelta[]) => {
+      for (const d of ds) {
+        opening();
+        write(`data: ${JSON.stringify(shape.chunk(d, null, false))}\n\n`);
+      }
     };
     const listener = (e: RuntimeEvent) => {
       if (!stream) return;
@@ -461,8 +514,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
           return;
         case "token":
           if (e.requestId !== requestId || e.text === "") return;
-          opening();
-          write(`data: ${JSON.stringify(shape.chunk(e.text, null, false))}\n\n`);
+          send(deltas.push(e.text));
           return;
         default:
           return;
@@ -484,6 +536,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
       if (cancelledByClient) return;
       if (result.stopReason === "cancel") throw new ApiError(503, "the generation was cancelled (the server is stopping)", "server_error", null, "cancelled");
       if (stream) {
+        send(deltas.end());
         opening();
         write(`data: ${JSON.stringify(shape.chunk(null, finishReason(result.stopReason), false))}\n\n`);
         if (includeUsage) write(`data: ${JSON.stringify({ ...shape.chunk(null, null, false), choices: [], usage: usageOf(result) })}\n\n`);
@@ -521,22 +574,24 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     optInt(body, "top_logprobs");
     refuseUnsupported(body, "top_logprobs", (v) => v === 0, "logprobs are not supported");
     refuseUnsupported(body, "modalities", (v) => Array.isArray(v) && v.every((m) => m === "text"), "only text is supported");
-    refuseUnsupported(body, "reasoning_effort", () => false, "not supported");
     refuseUnsupported(body, "response_format", (v) => typeof v === "object" && (v as Record<string, unknown>)["type"] === "text",
                       "only {\"type\":\"text\"} is supported");
+    const reasoningEffort = optReasoningEffort(body);
     const model = resolveModel(runtime, common.model);
-    const request: GenerationRequest = { modelId: model.id, input: { kind: "chat", messages }, sampling: common.sampling, stop: common.stop };
+    const input: GenerationInput = { kind: "chat", messages, ...(reasoningEffort !== undefined ? { reasoningEffort } : {}) };
+    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop };
     const modelName = common.model ?? apiModelName(model);
     await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
       chunk: (delta, finish, role) => ({
         id: `chatcmpl-${id}`, object: "chat.completion.chunk", created, model: name, system_fingerprint: "guild",
-        choices: [{ index: 0, delta: delta === null ? {} : role ? { role: "assistant", content: delta } : { content: delta }, logprobs: null, finish_reason: finish }],
+        choices: [{ index: 0, delta: chatDelta(delta, role), logprobs: null, finish_reason: finish }],
       }),
       complete: (r) => ({
         id: `chatcmpl-${id}`, object: "chat.completion", created, model: name, system_fingerprint: "guild",
-        choices: [{ index: 0, message: { role: "assistant", content: r.text, refusal: null }, logprobs: null, finish_reason: finishReason(r.stopReason) }],
+        choices: [{ index: 0, message: chatMessageOf(r.text), logprobs: null, finish_reason: finishReason(r.stopReason) }],
         usage: usageOf(r),
       }),
+      deltas: () => new ReplyStream(),
     }), modelName);
   }
 
@@ -559,13 +614,14 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
       chunk: (delta, finish) => ({
         id: `cmpl-${id}`, object: "text_completion", created, model: name, system_fingerprint: "guild",
-        choices: [{ index: 0, text: delta ?? "", logprobs: null, finish_reason: finish }],
+        choices: [{ index: 0, text: delta?.text ?? "", logprobs: null, finish_reason: finish }],
       }),
       complete: (r) => ({
         id: `cmpl-${id}`, object: "text_completion", created, model: name, system_fingerprint: "guild",
         choices: [{ index: 0, text: r.text, logprobs: null, finish_reason: finishReason(r.stopReason) }],
         usage: usageOf(r),
       }),
+      deltas: passThrough,
     }), modelName);
   }
 

@@ -8,23 +8,24 @@ import { randomUUID } from "node:crypto";
 import path from "node:path";
 
 import { loadCancelledMessage } from "../../shared/app-contract.js";
-import type {
-  ChatMessage,
-  GenerationInput,
-  GenerationRequest,
-  GenerationResult,
-  LoadedModel,
-  LoadId,
-  ModelId,
-  ModelLoadSettings,
-  QueueState,
-  RequestId,
-  RuntimeCommand,
-  RuntimeEvent,
-  RuntimeReply,
-  SessionId,
-  StartupProfileJson,
-  StopReason,
+import {
+  reasoningEfforts,
+  type ChatMessage,
+  type GenerationInput,
+  type GenerationRequest,
+  type GenerationResult,
+  type LoadedModel,
+  type LoadId,
+  type ModelId,
+  type ModelLoadSettings,
+  type QueueState,
+  type RequestId,
+  type RuntimeCommand,
+  type RuntimeEvent,
+  type RuntimeReply,
+  type SessionId,
+  type StartupProfileJson,
+  type StopReason,
 } from "../../shared/runtime-contract.js";
 import { ChatTemplateError, chatPromptTokens } from "../runtime/chat-template.js";
 import { checkModelLoad, GuildModel, type LoadCheck } from "../runtime/model.js";
@@ -476,7 +477,10 @@ export class RuntimeHost {
         if (!Array.isArray(input.messages) || input.messages.length === 0 ||
             !input.messages.every((m) => ["system", "user", "assistant"].includes(m?.role) && typeof m.content === "string"))
           throw new RuntimeError("messages must be a non-empty list of {role, content}", "invalid");
-        return chatPromptTokens(model, input.messages, { signal }).catch((err: unknown) => {
+        const effort = input.reasoningEffort;
+        if (effort !== undefined && !reasoningEfforts.includes(effort))
+          throw new RuntimeError(`reasoningEffort must be ${reasoningEfforts.map((e) => JSON.stringify(e)).join(", ")} or absent`, "invalid");
+        return chatPromptTokens(model, input.messages, { signal, ...(effort !== undefined ? { reasoningEffort: effort } : {}) }).catch((err: unknown) => {
           // The template failed or tripped a limit: the model's template is at
           // fault for this input, not the runtime; a renderer that cannot run is.
           if (err instanceof ChatTemplateError) throw new RuntimeError(err.message, err.kind === "renderer" ? "failed" : "invalid");

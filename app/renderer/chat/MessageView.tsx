@@ -63,9 +63,9 @@ export const MessageView = memo(function MessageView({ m, streaming, position, i
   );
 });
 
-/** A reply: its reasoning (a `<think>` block) collapsed above the answer, open while the model is still thinking. */
+/** A reply: its reasoning (a `<think>` block or harmony's analysis) collapsed above the answer, open while the model is still thinking. */
 function ReplyBody({ text, streaming }: { text: string; streaming: boolean }) {
-  const parts = splitReasoning(text);
+  const parts = splitReasoning(text, { complete: !streaming });
   return (
     <>
       {parts.reasoning !== null && (
