@@ -31,7 +31,7 @@ export function expectedFiles(model: string): string[] {
 }
 
 /** The architectures this runtime targets so far. */
-export const targetFamilies = ["qwen3moe-a", "mixtral-a"] as const;
+export const targetFamilies = ["qwen3moe-a", "mixtral-a", "gptoss-a"] as const;
 
 export interface FixtureModel {
   /** expected/<name>/ */
@@ -39,9 +39,11 @@ export interface FixtureModel {
   /** models/<file> (the split model: its first shard) */
   file: string;
   quantized: boolean;
+  /** BF16/F16 weights: activations are rounded to 16 bits before each product (by llama.cpp too). */
+  half: boolean;
 }
 
-/** Every qwen3moe-a-* and mixtral-a-* model with expected outputs, plus the split model. */
+/** Every model of the target families with expected outputs, plus the split model. */
 export function targetModels(): FixtureModel[] {
   if (!haveFixtures) return [];
   const names = readdirSync(path.join(fixturesDir, "expected"))
@@ -50,7 +52,7 @@ export function targetModels(): FixtureModel[] {
   return names.map((name) => {
     const file = name.endsWith("-split") ? `${name}-00001-of-00003.gguf` : `${name}.gguf`;
     const quantized = !/-(F32|F16|BF16)$/.test(name);
-    return { name, file, quantized };
+    return { name, file, quantized, half: /-(F16|BF16)$/.test(name) };
   });
 }
 

@@ -31,6 +31,12 @@ import {
 } from "../../test/fixtures.js";
 
 const f32MaxAbs = 1e-3;
+// BF16/F16 masters: a 1-ulp difference upstream flips a 16-bit activation
+// rounding (2^-9 relative) now and then; llama.cpp's own batch and
+// one-token-at-a-time runs of these prompts differ by 0.04-0.07
+// (tolerances.json, batch_vs_sequential). Same rule as test_runtime_fixtures.
+const halfMaxAbs = 0.1;
+const halfRmsPerPosition = 0.02;
 const f32DefaultSettingsExtra = 0.02;
 const routerMarginLimit = 0.05;
 const quantRmsPerPosition = 0.5;
@@ -126,17 +132,21 @@ function logitCases(model: string): { prompt: string; exact: boolean; base: stri
 
 describe.skipIf(!haveFixtures)("guild eval: logits match llama.cpp", () => {
   for (const model of targetModels()) {
-    for (const c of logitCases(model.name)) {
+    // A BF16/F16 master's default-settings logits (F16 KV, flash attention)
+    // differ from its own exact ones by 0.16-0.27 inside llama.cpp: only the
+    // exact files pin it down (as in test_runtime_fixtures).
+    for (const c of logitCases(model.name).filter((c) => !model.half || c.exact)) {
       it(`${model.name}: ${c.base}`, () => {
         const meta = readExpectedJson<LogitsMeta>(model.name, `${c.base}.json`);
         const ref = readF32(path.join(expectedDir(model.name), `${c.base}.f32`));
         expect(ref.length).toBe(meta.n_tokens * meta.n_vocab);
         if (!model.quantized) {
           const ours = evalLogits(model.file, meta.token_ids, c.exact ? ["--kv-type", "f32"] : []);
-          const limit = c.exact ? f32MaxAbs : f32MaxAbs + f32DefaultSettingsExtra;
+          const limit = model.half ? halfMaxAbs : c.exact ? f32MaxAbs : f32MaxAbs + f32DefaultSettingsExtra;
           const rows = compareRows(ours, ref, meta.n_vocab);
           const worst = Math.max(...rows.map((r) => r.maxAbs));
           expect(worst, `max |d| over ${rows.length} positions`).toBeLessThanOrEqual(limit);
+          if (model.half) expect(Math.max(...rows.map((r) => r.rms))).toBeLessThanOrEqual(halfRmsPerPosition);
           expect(rows.every((r) => r.argmaxEqual)).toBe(true);
           return;
         }
