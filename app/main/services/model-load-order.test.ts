@@ -34,7 +34,7 @@ const demo = embeddedModelPath();
 const other = path.join(fixturesDir, "models", "qwen3moe-a-Q8_0.gguf");
 const unsupported = path.join(fixturesDir, "models", "deepseek2-a-Q4_K_M.gguf");
 /** The runtime's refusal of an architecture it has no runner for (its list of runners is its own business). */
-const unknownDeepseek = /^unknown architecture 'deepseek2' \(supported: [a-z0-9, ]+\)$/;
+const unknownDeepseek = /^unknown architecture 'deepseek2' \(supported: [a-z0-9, -]+\)$/;
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 // The check's kernel packages: a folder of the tests' own (the bundled packages are searched too).
 const packagesDir = mkdtempSync(path.join(os.tmpdir(), "guild-load-order-packages-"));
