@@ -31,7 +31,7 @@ export function expectedFiles(model: string): string[] {
 }
 
 /** The architectures this runtime targets so far. */
-export const targetFamilies = ["qwen3moe-a", "mixtral-a", "gptoss-a"] as const;
+export const targetFamilies = ["qwen3moe-a", "mixtral-a", "gptoss-a", "glm4moe-a"] as const;
 
 export interface FixtureModel {
   /** expected/<name>/ */

@@ -153,14 +153,14 @@ TEST(check_of_a_supported_model_is_ok_and_takes_nothing) {
 
 // The architectures the runtime has no runner for: the load's words, stage runner.
 TEST(check_refuses_an_unknown_architecture_as_the_load_does) {
-  for (const char* name : {"deepseek2-a-Q4_K_M.gguf", "glm4moe-a-Q4_K_M.gguf"}) {
+  for (const char* name : {"deepseek2-a-Q4_K_M.gguf", "qwen35moe-a-Q4_K_M.gguf"}) {
     const LoadCheck c = expect_agreement(fixture(name), small_options(), name);
     CHECK(!c.ok);
     CHECK_MSG(c.stage == "runner", "%s: stage %s", name, c.stage.c_str());
     CHECK(c.kind == LoadErrorKind::Unsupported);
     const std::string arch = std::string(name).substr(0, std::string(name).find('-'));
     CHECK_MSG(c.error.find("unknown architecture '" + arch + "'") != std::string::npos, "%s", c.error.c_str());
-    CHECK_MSG(c.error.find("(supported: qwen3moe, qwen3, llama, gpt-oss)") != std::string::npos, "%s", c.error.c_str());
+    CHECK_MSG(c.error.find("(supported: qwen3moe, qwen3, llama, gpt-oss, glm4moe)") != std::string::npos, "%s", c.error.c_str());
     // What ran up to the failure is in the profile; nothing after it.
     CHECK(c.profile["stages"].as_array().back()["name"].as_string() == "runner");
   }

@@ -1,7 +1,7 @@
 // The executor steps' numerics beyond the standard decoder, against plain
 // double-precision references: attention with sinks and sliding windows (the
 // tiled and one-row paths, batch vs one token at a time), top-k-then-softmax
-// gating, and the clamped SwiGLU (swiglu-oai).
+// and sigmoid gating, and the clamped SwiGLU (swiglu-oai).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -136,6 +136,24 @@ TEST(topk_softmax_gating) {
                 r.weights[t * 3 + j], want);
     }
   }
+}
+
+TEST(sigmoid_gating_chooses_with_the_bias_and_weighs_without_it) {
+  ExpertRouting r;
+  r.reserve(1, 2, 4);
+  r.n_tokens = 1;
+  r.k = 2;
+  r.n_expert = 4;
+  const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+  const float bias[4] = {0.0f, 0.0f, 0.5f, 0.9f};  // sigmoid + bias: 0.881, 0.731, 1.0, 1.169
+  route_sigmoid_topk_rows(logits, bias, /*renorm=*/true, /*scale=*/2.5f, 0, 1, &r);
+  CHECK(r.ids[0] == 3 && r.ids[1] == 2);
+  const double p3 = 1.0 / (1.0 + std::exp(1.0)), p2 = 0.5;  // the unbiased sigmoids weigh
+  CHECK_MSG(std::fabs(r.weights[0] - 2.5 * p3 / (p3 + p2)) < 1e-6, "%g", r.weights[0]);
+  CHECK_MSG(std::fabs(r.weights[1] - 2.5 * p2 / (p3 + p2)) < 1e-6, "%g", r.weights[1]);
+  route_sigmoid_topk_rows(logits, nullptr, /*renorm=*/false, 1.0f, 0, 1, &r);  // no bias: the two largest logits
+  CHECK(r.ids[0] == 0 && r.ids[1] == 1);
+  CHECK(std::fabs(r.weights[0] - 1.0 / (1.0 + std::exp(-2.0))) < 1e-6);
 }
 
 TEST(swiglu_oai_clamps_gate_above_and_up_both_ways) {

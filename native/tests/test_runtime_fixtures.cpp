@@ -241,7 +241,8 @@ TEST(batch_equals_sequential) {
   const std::string fx = check::fixtures_dir();
   for (const char* dir : {"qwen3moe-a-F32", "mixtral-a-F32", "qwen3moe-a-Q4_K_M", "qwen3moe-a-IQ1_S", "qwen3moe-a-IQ1_M",
                           "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ2_XS", "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ3_S",
-                          "gptoss-a-BF16", "gptoss-a-MXFP4_MOE"}) {  // gpt-oss: 21 tokens, past its 16-key window
+                          "gptoss-a-BF16", "gptoss-a-MXFP4_MOE",  // gpt-oss: 21 tokens, past its 16-key window
+                          "glm4moe-a-F32", "glm4moe-a-Q4_K_M"}) {
     Loaded l = load_fixture_model(fx, dir, KvType::F32);
     if (!supported_arch(l)) continue;
     json::Value greedy = load_json(fx + "/expected/" + dir + "/greedy.json");
@@ -325,4 +326,19 @@ TEST(recipes_name_what_the_cuda_executor_lacks) {
   CHECK(r.layers[0].steps[4].experts.gating == Gating::TopkSoftmax);
   CHECK(r.layers[0].steps[4].experts.glu.kind == Glu::SwigluOai);
   CHECK_MSG(r.gpu_gap() == "attention biases", "%s", r.gpu_gap().c_str());
+
+  // glm4moe: a dense lead layer, then sigmoid-gated experts with the choice
+  // bias, renormalised and scaled weights, and a shared expert.
+  Loaded glm = load_fixture_model(fx, "glm4moe-a-Q4_K_M", KvType::F16);
+  REQUIRE(glm.model);
+  const ModelRecipe& g = glm.model->recipe();
+  REQUIRE(g.layers.size() == 3);  // block_count 4 less the nextn (MTP) block
+  CHECK(g.layers[0].steps[4].kind == StepKind::DenseFfn);
+  const RecipeStep& moe = g.layers[1].steps[4];
+  REQUIRE(moe.kind == StepKind::RoutedExperts);
+  CHECK(moe.experts.gating == Gating::SigmoidTopk && moe.experts.choice_bias && moe.experts.renorm);
+  CHECK(moe.experts.scale == 2.5f && moe.experts.shared_expert);
+  CHECK(g.layers[1].steps[1].attention.qkv_bias && !g.layers[1].steps[1].attention.out_bias &&
+        g.layers[1].steps[1].attention.qk_norm);
+  CHECK(glm.model->hparams().rope.n_rot == 32 && glm.model->hparams().head_dim_k == 64);  // partial rope
 }

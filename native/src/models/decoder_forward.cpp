@@ -16,7 +16,7 @@ DecoderScratchSizes DecoderScratch::sizes(const ModelHparams& hp, int max_tokens
   DecoderScratchSizes z;
   const size_t T = static_cast<size_t>(max_tokens_);
   const size_t k = static_cast<size_t>(std::max(1, hp.n_expert_used));
-  const size_t n_ff = static_cast<size_t>(std::max(hp.n_ff_exp, hp.n_ff));
+  const size_t n_ff = static_cast<size_t>(std::max({hp.n_ff_exp, hp.n_ff, hp.n_ff_shexp}));
   const size_t d = static_cast<size_t>(hp.n_embd);
   const size_t q_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_k;
   const size_t o_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_v;
@@ -182,6 +182,19 @@ void add_bias(const DecoderContext& c, const float* bias, int n, int64_t dim, fl
   });
 }
 
+// y = down(glu(gate . xn, up . xn)) for n rows (a dense FFN or a shared expert).
+void swiglu_ffn(const DecoderContext& c, const QMatrix& gate, const QMatrix& up, const QMatrix& down, const GluParams& g,
+                int n, float* y) {
+  DecoderScratch& s = c.s;
+  PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
+  const QMatrix* gu[2] = {&gate, &up};
+  float* gu_out[2] = {s.ffn_gate.data(), s.ffn_up.data()};
+  project_many(c, a, b, gu, gu_out, 2, s.xn.data(), n);
+  glu(c.kernels, g, static_cast<int64_t>(n) * gate.n_out, s.ffn_gate.data(), s.ffn_up.data(), s.ffn_gate.data());
+  PreparedRows d{s.act_ffn.data(), s.rows_ffn.data()}, d2{s.act_in.data(), s.rows_in.data()};
+  project(c, d, d2, down, s.ffn_gate.data(), n, y);
+}
+
 void attention_step(const DecoderContext& c, const AttentionStep& a, const LayerWeights& L, int layer, int n, int pos0) {
   const ModelHparams& hp = c.hp;
   DecoderScratch& s = c.s;
@@ -245,8 +258,14 @@ void routed_experts_step(const DecoderContext& c, const RoutedExpertsStep& e, co
   s.routing.k = k;
   s.routing.n_expert = hp.n_expert;
   for_rows(c.pool, n, [&](int t0, int t1) {
-    if (e.gating == Gating::TopkSoftmax) route_topk_softmax_rows(s.router_logits.data(), t0, t1, &s.routing);
-    else route_softmax_topk_rows(s.router_logits.data(), t0, t1, &s.routing);
+    switch (e.gating) {
+      case Gating::SoftmaxTopkRenorm: route_softmax_topk_rows(s.router_logits.data(), t0, t1, &s.routing); break;
+      case Gating::TopkSoftmax: route_topk_softmax_rows(s.router_logits.data(), t0, t1, &s.routing); break;
+      case Gating::SigmoidTopk:
+        route_sigmoid_topk_rows(s.router_logits.data(), e.choice_bias ? L.exp_probs_b : nullptr, e.renorm, e.scale, t0, t1,
+                                &s.routing);
+        break;
+    }
   });
   group_slots_by_expert(&s.routing);
 
@@ -284,18 +303,16 @@ void routed_experts_step(const DecoderContext& c, const RoutedExpertsStep& e, co
       }
     }
   });
+  if (e.shared_expert) {
+    // The shared expert reads the same input: SwiGLU into ffn_down (free now
+    // that the routed outputs are summed), then added after them.
+    swiglu_ffn(c, L.shexp_gate, L.shexp_up, L.shexp_down, GluParams{}, n, s.ffn_down.data());
+    add_rows(c, s.ffn_down.data(), n, s.block_out.data());
+  }
 }
 
 void dense_ffn_step(const DecoderContext& c, const GluParams& g, const LayerWeights& L, int n) {
-  const ModelHparams& hp = c.hp;
-  DecoderScratch& s = c.s;
-  PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
-  const QMatrix* gu[2] = {&L.ffn_gate, &L.ffn_up};
-  float* gu_out[2] = {s.ffn_gate.data(), s.ffn_up.data()};
-  project_many(c, a, b, gu, gu_out, 2, s.xn.data(), n);
-  glu(c.kernels, g, static_cast<int64_t>(n) * hp.n_ff, s.ffn_gate.data(), s.ffn_up.data(), s.ffn_gate.data());
-  PreparedRows d{s.act_ffn.data(), s.rows_ffn.data()}, d2{s.act_in.data(), s.rows_in.data()};
-  project(c, d, d2, L.ffn_down, s.ffn_gate.data(), n, s.block_out.data());
+  swiglu_ffn(c, L.ffn_gate, L.ffn_up, L.ffn_down, g, n, c.s.block_out.data());
 }
 
 }  // namespace

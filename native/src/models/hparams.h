@@ -26,6 +26,10 @@ struct ModelHparams {
   int n_expert = 0;     // 0 = dense model
   int n_expert_used = 0;
   int n_ff_exp = 0;     // expert FFN width
+  int n_ff_shexp = 0;   // shared-expert FFN width (glm4moe, deepseek2); 0 = none
+  int n_dense_lead = 0; // leading_dense_block_count: layers [0, n) are dense
+  float expert_weights_scale = 1.0f;  // expert_weights_scale: factor on the routing weights
+  bool expert_weights_norm = false;   // expert_weights_norm: routing weights renormalised
   float rms_eps = 1e-6f;
   RopeParams rope;
   ExpertGating gating = ExpertGating::SoftmaxTopkRenorm;

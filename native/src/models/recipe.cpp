@@ -36,6 +36,11 @@ LayerBuilder& LayerBuilder::dense_ffn(const GluParams& glu) {
 LayerBuilder& LayerBuilder::residual() { return add(StepKind::Residual, RecipeStep{}); }
 
 std::string ModelRecipe::gpu_gap() const {
+  // The decoder reads q/k norm as one model-wide flag (ModelHparams::qk_norm).
+  bool qk_norm_everywhere = false;
+  for (const LayerRecipe& L : layers)
+    for (const RecipeStep& s : L.steps)
+      if (s.kind == StepKind::Attention) qk_norm_everywhere = qk_norm_everywhere || s.attention.qk_norm;
   // The CUDA decoder runs the standard layer shape only (docs/CUDA.md): the
   // first step it lacks names the gap.
   for (const LayerRecipe& L : layers) {
@@ -49,11 +54,15 @@ std::string ModelRecipe::gpu_gap() const {
         return "a layer whose steps are not norm, attention, residual, norm, FFN, residual";
       if (s.kind == StepKind::Attention) {
         if (s.attention.qkv_bias || s.attention.out_bias) return "attention biases";
+        if (s.attention.qk_norm != qk_norm_everywhere) return "q/k norms on some layers only";
         if (s.attention.sinks) return "attention sinks";
         if (s.attention.sliding_window > 0) return "sliding-window attention";
       }
       if (s.kind == StepKind::RoutedExperts) {
-        if (s.experts.gating != Gating::SoftmaxTopkRenorm) return "top-k-then-softmax gating";
+        if (s.experts.gating == Gating::TopkSoftmax) return "top-k-then-softmax gating";
+        if (s.experts.gating == Gating::SigmoidTopk) return "sigmoid gating";
+        if (s.experts.shared_expert) return "shared experts";
+        if (s.experts.scale != 1.0f) return "scaled routing weights";
         if (s.experts.router_bias || s.experts.expert_bias) return "router and expert biases";
         if (s.experts.glu.kind != Glu::Silu) return "the clamped SwiGLU (swiglu-oai)";
       }

@@ -19,6 +19,8 @@ namespace guild {
 enum class Gating : uint8_t {
   SoftmaxTopkRenorm,  // softmax over all experts, top-k, the k weights renormalised (qwen3moe, Mixtral)
   TopkSoftmax,        // top-k of the logits, softmax over those k (gpt-oss)
+  SigmoidTopk,        // sigmoid of each logit; top-k of sigmoid + exp_probs_b; the k unbiased
+                      // sigmoids, renormalised when `renorm` (glm4moe, deepseek-v3)
 };
 
 // q/k/v projections (+ biases), per-head q/k RMSNorm, rope, KV store, causal
@@ -38,6 +40,10 @@ struct RoutedExpertsStep {
   Gating gating = Gating::SoftmaxTopkRenorm;
   bool router_bias = false;  // LayerWeights::router_bias [n_expert]
   bool expert_bias = false;  // LayerWeights::gate/up/down_exps_bias
+  bool choice_bias = false;  // LayerWeights::exp_probs_b (SigmoidTopk)
+  bool renorm = false;       // SigmoidTopk: weights divided by their sum
+  float scale = 1.0f;        // the routing weights' factor (expert_weights_scale)
+  bool shared_expert = false;  // + the shared expert (LayerWeights::shexp_*, SwiGLU) of the same input
   GluParams glu;
 };
 

@@ -58,9 +58,10 @@ bool load_standard_hparams(const gguf::ModelFiles& files, ModelHparams* hp, std:
 // Binds token_embd, output_norm and output (token_embd when absent: tied) and
 // sizes w->layers; false with b.error() set.
 bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeights* w);
-// Binds layer l's attn_norm and attn_{q,k,v,output}.weight (and their .bias
-// tensors when `biases`); false with b.error() set.
-bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool biases, ModelWeights* w);
+// Binds layer l's attn_norm and attn_{q,k,v,output}.weight, the q/k/v .bias
+// tensors when `qkv_bias` and attn_output.bias when `out_bias`; false with
+// b.error() set.
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, ModelWeights* w);
 // Binds token_embd, output_norm, output (tied if absent), per-layer attention,
 // norms, routers (MoE layers: blk.N.ffn_gate_inp exists) and dense FFNs.
 bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);

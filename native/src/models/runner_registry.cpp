@@ -13,9 +13,11 @@ extern const RunnerDescriptor kQwen3MoeRunner;
 extern const RunnerDescriptor kQwen3Runner;
 extern const RunnerDescriptor kLlamaRunner;
 extern const RunnerDescriptor kGptOssRunner;
+extern const RunnerDescriptor kGlm4MoeRunner;
 
 namespace {
-const RunnerDescriptor* const kRunners[] = {&kQwen3MoeRunner, &kQwen3Runner, &kLlamaRunner, &kGptOssRunner};
+const RunnerDescriptor* const kRunners[] = {&kQwen3MoeRunner, &kQwen3Runner, &kLlamaRunner, &kGptOssRunner,
+                                            &kGlm4MoeRunner};
 }
 
 const RunnerDescriptor* find_runner(std::string_view arch) {

@@ -105,7 +105,7 @@ bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeig
   return ok;
 }
 
-bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool biases, ModelWeights* w) {
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, ModelWeights* w) {
   const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
   const int64_t k_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
   const int64_t v_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_v;
@@ -116,9 +116,10 @@ bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool biases,
             b.matrix(blk(l, "attn_k.weight"), hp.n_embd, k_dim, &L.wk) &&
             b.matrix(blk(l, "attn_v.weight"), hp.n_embd, v_dim, &L.wv) &&
             b.matrix(blk(l, "attn_output.weight"), o_dim, hp.n_embd, &L.wo);
-  if (ok && biases)
+  if (ok && qkv_bias)
     ok = b.vector(blk(l, "attn_q.bias"), q_dim, &L.bq, *w) && b.vector(blk(l, "attn_k.bias"), k_dim, &L.bk, *w) &&
-         b.vector(blk(l, "attn_v.bias"), v_dim, &L.bv, *w) && b.vector(blk(l, "attn_output.bias"), hp.n_embd, &L.bo, *w);
+         b.vector(blk(l, "attn_v.bias"), v_dim, &L.bv, *w);
+  if (ok && out_bias) ok = b.vector(blk(l, "attn_output.bias"), hp.n_embd, &L.bo, *w);
   return ok;
 }
 
@@ -126,7 +127,7 @@ bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* 
   bool ok = bind_embeddings_and_head(b, hp, w);
   for (int l = 0; ok && l < hp.n_layer; ++l) {
     LayerWeights& L = w->layers[l];
-    ok = bind_attention(b, hp, l, /*biases=*/false, w) && b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
+    ok = bind_attention(b, hp, l, /*qkv_bias=*/false, /*out_bias=*/false, w) && b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
     if (ok && hp.qk_norm)
       ok = b.vector(blk(l, "attn_q_norm.weight"), hp.head_dim_k, &L.q_norm, *w) &&
            b.vector(blk(l, "attn_k_norm.weight"), hp.head_dim_k, &L.k_norm, *w);

@@ -55,6 +55,8 @@ struct LayerWeights {
   const float* gate_exps_bias = nullptr;  // ffn_gate_exps.bias [n_expert][n_ff_exp]
   const float* up_exps_bias = nullptr;    // ffn_up_exps.bias [n_expert][n_ff_exp]
   const float* down_exps_bias = nullptr;  // ffn_down_exps.bias [n_expert][n_embd]
+  const float* exp_probs_b = nullptr;     // exp_probs_b.bias [n_expert]: added for the choice only (glm4moe)
+  QMatrix shexp_gate, shexp_up, shexp_down;  // ffn_{gate,up,down}_shexp: the shared expert
   bool is_moe() const { return router.data != nullptr; }
 };
 

@@ -83,6 +83,38 @@ void route_topk_softmax_rows(const float* logits, int t0, int t1, ExpertRouting*
   }
 }
 
+void route_sigmoid_topk_rows(const float* logits, const float* bias, bool renorm, float scale, int t0, int t1,
+                             ExpertRouting* r) {
+  const int n_expert = r->n_expert, k = r->k;
+  for (int t = t0; t < t1; ++t) {
+    const float* l = logits + static_cast<int64_t>(t) * n_expert;
+    int32_t* ids = r->ids.data() + static_cast<int64_t>(t) * k;
+    float* w = r->weights.data() + static_cast<int64_t>(t) * k;
+    auto prob = [&](int e) { return 1.0f / (1.0f + std::exp(-l[e])); };
+    auto choice = [&](int e) { return bias ? prob(e) + bias[e] : prob(e); };
+    for (int j = 0; j < k; ++j) {  // partial selection sort, k is small
+      int best = -1;
+      float best_v = 0.0f;
+      for (int e = 0; e < n_expert; ++e) {
+        bool taken = false;
+        for (int jj = 0; jj < j; ++jj) taken = taken || ids[jj] == e;
+        if (taken) continue;
+        const float v = choice(e);
+        if (best < 0 || v > best_v) { best = e; best_v = v; }
+      }
+      ids[j] = best;
+      w[j] = prob(best);
+    }
+    if (renorm) {
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j) sum += w[j];
+      for (int j = 0; j < k; ++j) w[j] /= sum;
+    }
+    if (scale != 1.0f)
+      for (int j = 0; j < k; ++j) w[j] *= scale;
+  }
+}
+
 int group_slots_by_expert(ExpertRouting* r, const int32_t* cached) {
   const int n_slots = r->n_tokens * r->k;
   // A negative id: the choice is computed elsewhere (the GPU took it).

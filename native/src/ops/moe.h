@@ -44,6 +44,13 @@ void route_softmax_topk_rows(const float* logits, int t0, int t1, ExpertRouting*
 // (gpt-oss); tokens [t0, t1) as route_softmax_topk_rows.
 void route_topk_softmax_rows(const float* logits, int t0, int t1, ExpertRouting* r);
 
+// Sigmoid gating (glm4moe, deepseek-v3): p_e = sigmoid(logit_e); the k experts
+// with the largest p_e + bias[e] (bias may be null; ties to the lower id);
+// weights the unbiased p of those k, divided by their sum when renorm, times
+// scale. Tokens [t0, t1) as route_softmax_topk_rows.
+void route_sigmoid_topk_rows(const float* logits, const float* bias, bool renorm, float scale, int t0, int t1,
+                             ExpertRouting* r);
+
 // Groups slots by expert; call after the ids are set. With `cached`
 // ([n_expert]; hybrid MoE), slots whose expert has cached[e] >= 0 (the GPU
 // computes it) are left out of every group, and so are slots with a negative
