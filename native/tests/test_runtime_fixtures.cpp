@@ -12,6 +12,7 @@
 #include "check.h"
 #include "core/json.h"
 #include "runtime/model.h"
+#include "models/decoder_forward.h"
 #include "runtime/session.h"
 
 namespace fs = std::filesystem;
@@ -341,4 +342,65 @@ TEST(recipes_name_what_the_cuda_executor_lacks) {
   CHECK(g.layers[1].steps[1].attention.qkv_bias && !g.layers[1].steps[1].attention.out_bias &&
         g.layers[1].steps[1].attention.qk_norm);
   CHECK(glm.model->hparams().rope.n_rot == 32 && glm.model->hparams().head_dim_k == 64);  // partial rope
+}
+
+// glm4moe's MTP (nextn) head against llama.cpp's: one batch over the chat
+// prompt (row i: token i with the trunk's output row i-1, zeros for row 0),
+// logits and the block's output after shared_head_norm; fed one row at a
+// time, the last row equals the batch's.
+TEST(nextn_head_matches_llama_cpp) {
+  const std::string fx = check::fixtures_dir();
+  Loaded l = load_fixture_model(fx, "glm4moe-a-F32", KvType::F32);
+  REQUIRE(l.model);
+  const GuildModel& m = *l.model;
+  const ModelHparams& hp = m.hparams();
+  REQUIRE(hp.n_nextn == 1 && m.weights().nextn.size() == 1 && m.recipe().nextn.size() == 1);
+  const std::string base = fx + "/expected/glm4moe-a-F32/mtp-chat.exact.";
+  json::Value meta = load_json(base + "json");
+  const std::vector<int32_t> ids = ids_of(meta["token_ids"]);
+  const int n = static_cast<int>(ids.size());
+  const int d = hp.n_embd, n_vocab = hp.n_vocab;
+  const std::vector<float> h = check::read_f32(base + "h.f32");
+  const std::vector<float> want_logits = check::read_f32(base + "logits.f32");
+  const std::vector<float> want_mtp_h = check::read_f32(base + "mtp-h.f32");
+  const std::vector<float> want_last = check::read_f32(base + "seq-last.f32");
+  REQUIRE(h.size() == static_cast<size_t>(n) * d && want_logits.size() == static_cast<size_t>(n) * n_vocab);
+  std::vector<float> h_prev(static_cast<size_t>(n) * d, 0.0f);  // row i gets H[i-1]
+  std::copy(h.begin(), h.end() - d, h_prev.begin() + d);
+
+  auto run = [&](int rows_per_call, std::vector<float>* logits, std::vector<float>* mtp_h) {
+    KvCache kv;
+    DecoderScratch s;
+    REQUIRE(kv.init(1, 64, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v, KvType::F32));
+    REQUIRE(s.init(hp, n, 64, m.pool().size()));
+    DecoderContext c{hp, m.weights(), m.recipe(), m.kernels(), m.pool(), kv, s};
+    logits->assign(static_cast<size_t>(n) * n_vocab, NAN);
+    mtp_h->assign(static_cast<size_t>(n) * d, NAN);
+    for (int i0 = 0; i0 < n; i0 += rows_per_call) {
+      const int k = std::min(rows_per_call, n - i0);
+      nextn_forward(c, ids.data() + i0, h_prev.data() + static_cast<size_t>(i0) * d, k, i0,
+                    logits->data() + static_cast<size_t>(i0) * n_vocab, mtp_h->data() + static_cast<size_t>(i0) * d);
+    }
+  };
+  std::vector<float> logits, mtp_h, seq_logits, seq_mtp_h;
+  run(n, &logits, &mtp_h);
+  run(1, &seq_logits, &seq_mtp_h);
+  double max_logit = 0, max_h = 0, max_last = 0;
+  size_t argmax_same = 0;
+  for (size_t i = 0; i < logits.size(); ++i) max_logit = std::max(max_logit, std::fabs(static_cast<double>(logits[i]) - want_logits[i]));
+  for (size_t i = 0; i < mtp_h.size(); ++i) max_h = std::max(max_h, std::fabs(static_cast<double>(mtp_h[i]) - want_mtp_h[i]));
+  for (int j = 0; j < n_vocab; ++j)
+    max_last = std::max(max_last, std::fabs(static_cast<double>(seq_logits[static_cast<size_t>(n - 1) * n_vocab + j]) - want_last[j]));
+  for (int p = 0; p < n; ++p) {
+    const float* g = logits.data() + static_cast<size_t>(p) * n_vocab;
+    const float* w = want_logits.data() + static_cast<size_t>(p) * n_vocab;
+    argmax_same += std::max_element(g, g + n_vocab) - g == std::max_element(w, w + n_vocab) - w;
+  }
+  std::printf("  glm4moe-a-F32 nextn head: logits max|d| %.3g, block output max|d| %.3g, argmax %zu/%d; "
+              "one row per call: last row max|d| %.3g\n", max_logit, max_h, argmax_same, n, max_last);
+  CHECK_MSG(max_logit <= 1e-3, "nextn logits max|d| %.3g", max_logit);
+  CHECK_MSG(max_h <= 1e-4, "nextn block output max|d| %.3g", max_h);
+  CHECK(argmax_same == static_cast<size_t>(n));
+  CHECK_MSG(max_last <= 1e-3, "one row per call: last row max|d| %.3g", max_last);
+  CHECK(std::equal(logits.begin(), logits.end(), seq_logits.begin()));  // batch == one row at a time, bit for bit
 }

@@ -20,13 +20,15 @@ DecoderScratchSizes DecoderScratch::sizes(const ModelHparams& hp, int max_tokens
   const size_t d = static_cast<size_t>(hp.n_embd);
   const size_t q_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_k;
   const size_t o_dim = static_cast<size_t>(hp.n_head) * hp.head_dim_v;
-  const size_t widest_in = std::max({d, o_dim, n_ff});
+  const size_t nextn_in_row = hp.n_nextn > 0 ? 2 * d : 0;
+  const size_t widest_in = std::max({d, o_dim, n_ff, nextn_in_row});
   z.x = z.xn = z.block_out = z.norm_out = T * d;
   z.q = T * q_dim;
   z.k = T * hp.n_head_kv * hp.head_dim_k;
   z.v = T * hp.n_head_kv * hp.head_dim_v;
   z.attn = T * o_dim;
   z.rope_cs = T * hp.rope.n_rot;
+  z.nextn_in = T * nextn_in_row;
   // Attention tiles: up to kAttnTileRows query rows (whole KV groups).
   z.attn_tile_rows = std::max(kAttnTileRows, hp.n_head_kv > 0 ? hp.n_head / hp.n_head_kv : 1);
   z.scores = static_cast<size_t>(n_threads) * z.attn_tile_rows * static_cast<size_t>(n_ctx);
@@ -47,7 +49,7 @@ DecoderScratchSizes DecoderScratch::sizes(const ModelHparams& hp, int max_tokens
 
 uint64_t DecoderScratchSizes::bytes() const {
   const uint64_t floats = uint64_t{x} + xn + q + k + v + attn + block_out + rope_cs + scores + router_logits + ffn_gate +
-                          ffn_up + ffn_down + norm_out;
+                          ffn_up + ffn_down + norm_out + nextn_in;
   return floats * sizeof(float) + uint64_t{act_in} + act_in2 + act_ffn +
          (uint64_t{rows_in} + rows_in2 + rows_ffn) * sizeof(const uint8_t*) + uint64_t{routing_elems} * 4;
 }
@@ -72,6 +74,7 @@ bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, in
     ffn_up.resize(z.ffn_up);
     ffn_down.resize(z.ffn_down);
     norm_out.resize(z.norm_out);
+    nextn_in.resize(z.nextn_in);
     act_in.resize(z.act_in);
     act_in2.resize(z.act_in2);
     act_ffn.resize(z.act_ffn);
@@ -86,7 +89,7 @@ bool DecoderScratch::init(const ModelHparams& hp, int max_tokens_, int n_ctx, in
 
 uint64_t DecoderScratch::allocated_bytes() const {
   auto b = [](const auto& vec) { return uint64_t{vec.capacity()} * sizeof(vec[0]); };
-  return b(x) + b(xn) + b(q) + b(k) + b(v) + b(attn) + b(block_out) + b(rope_cs) + b(scores) + b(router_logits) +
+  return b(x) + b(xn) + b(q) + b(k) + b(v) + b(attn) + b(block_out) + b(rope_cs) + b(scores) + b(router_logits) + b(nextn_in) +
          b(ffn_gate) + b(ffn_up) + b(ffn_down) + b(norm_out) + b(act_in) + b(act_in2) + b(act_ffn) + b(rows_in) +
          b(rows_in2) + b(rows_ffn) + b(routing.ids) + b(routing.weights) + b(routing.offset) +
          b(routing.slots_by_expert) + b(routing.cursor) + b(routing.task_expert) + b(routing.task_row) +
@@ -315,7 +318,55 @@ void dense_ffn_step(const DecoderContext& c, const GluParams& g, const LayerWeig
   swiglu_ffn(c, L.ffn_gate, L.ffn_up, L.ffn_down, g, n, c.s.block_out.data());
 }
 
+// One layer's steps over the residual rows s.x; kv_layer: the layer's slot in c.kv.
+void run_layer(const DecoderContext& c, const LayerRecipe& recipe, const LayerWeights& L, int kv_layer, int n, int pos0) {
+  DecoderScratch& s = c.s;
+  for (const RecipeStep& step : recipe.steps) {
+    switch (step.kind) {
+      case StepKind::Norm: norm_rows(c, s.x.data(), step.norm, n, s.xn.data()); break;
+      case StepKind::Attention: attention_step(c, step.attention, L, kv_layer, n, pos0); break;
+      case StepKind::RoutedExperts: routed_experts_step(c, step.experts, L, n); break;
+      case StepKind::DenseFfn: dense_ffn_step(c, step.dense_glu, L, n); break;
+      case StepKind::Residual: add_rows(c, s.block_out.data(), n, s.x.data()); break;
+    }
+  }
+}
+
+void embed_rows(const DecoderContext& c, const QMatrix& embed, const int32_t* tokens, int n, int pos0, float* x) {
+  const ModelHparams& hp = c.hp;
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int i = i0; i < i1; ++i) {
+      embed.kernels->dequant_row(embed.row(tokens[i]), x + static_cast<int64_t>(i) * hp.n_embd, hp.n_embd);
+      rope_cache(hp.rope, pos0 + i, c.s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot);
+    }
+  });
+}
+
 }  // namespace
+
+void nextn_forward(const DecoderContext& c, const int32_t* tokens, const float* h_prev, int n, int pos0, float* logits,
+                   float* block_out) {
+  const ModelHparams& hp = c.hp;
+  const NextnWeights& m = c.w.nextn[0];
+  DecoderScratch& s = c.s;
+  const int64_t d = hp.n_embd;
+  // e = enorm(embed(t)) into s.x, then concat(e, hnorm(h)) row by row.
+  embed_rows(c, m.embed, tokens, n, pos0, s.x.data());
+  for_rows(c.pool, n, [&](int i0, int i1) {
+    for (int i = i0; i < i1; ++i) {
+      float* row = s.nextn_in.data() + static_cast<int64_t>(i) * 2 * d;
+      rms_norm_rows(s.x.data() + i * d, m.enorm, hp.rms_eps, d, 1, row);
+      rms_norm_rows(h_prev + i * d, m.hnorm, hp.rms_eps, d, 1, row + d);
+    }
+  });
+  PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
+  project(c, a, b, m.eh_proj, s.nextn_in.data(), n, s.x.data());
+  run_layer(c, c.recipe.nextn[0], m.block, /*kv_layer=*/0, n, pos0);
+  norm_rows(c, s.x.data(), m.shared_head_norm, n, s.norm_out.data());
+  if (block_out != nullptr) std::copy(s.norm_out.begin(), s.norm_out.begin() + n * d, block_out);
+  PreparedRows h{s.act_in.data(), s.rows_in.data()}, h2{s.act_in2.data(), s.rows_in2.data()};
+  project(c, h, h2, m.head, s.norm_out.data(), n, logits);
+}
 
 void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int pos0, float* logits,
                      bool all_rows) {
@@ -323,26 +374,8 @@ void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int 
   const ModelWeights& w = c.w;
   DecoderScratch& s = c.s;
 
-  for_rows(c.pool, n, [&](int i0, int i1) {
-    for (int i = i0; i < i1; ++i) {
-      w.token_embd.kernels->dequant_row(w.token_embd.row(tokens[i]), s.x.data() + static_cast<int64_t>(i) * hp.n_embd,
-                                        hp.n_embd);
-      rope_cache(hp.rope, pos0 + i, s.rope_cs.data() + static_cast<int64_t>(i) * hp.rope.n_rot);
-    }
-  });
-
-  for (int l = 0; l < hp.n_layer; ++l) {
-    const LayerWeights& L = w.layers[l];
-    for (const RecipeStep& step : c.recipe.layers[l].steps) {
-      switch (step.kind) {
-        case StepKind::Norm: norm_rows(c, s.x.data(), step.norm, n, s.xn.data()); break;
-        case StepKind::Attention: attention_step(c, step.attention, L, l, n, pos0); break;
-        case StepKind::RoutedExperts: routed_experts_step(c, step.experts, L, n); break;
-        case StepKind::DenseFfn: dense_ffn_step(c, step.dense_glu, L, n); break;
-        case StepKind::Residual: add_rows(c, s.block_out.data(), n, s.x.data()); break;
-      }
-    }
-  }
+  embed_rows(c, w.token_embd, tokens, n, pos0, s.x.data());
+  for (int l = 0; l < hp.n_layer; ++l) run_layer(c, c.recipe.layers[l], w.layers[l], l, n, pos0);
 
   const int first_row = all_rows ? 0 : n - 1;
   const int n_rows = n - first_row;

@@ -22,6 +22,7 @@ namespace guild {
 // (runtime/session_memory.h), so the estimate is what is allocated.
 struct DecoderScratchSizes {
   size_t x = 0, xn = 0, q = 0, k = 0, v = 0, attn = 0, block_out = 0, rope_cs = 0;  // floats
+  size_t nextn_in = 0;  // floats: [T][2 n_embd] concat(e, h) of the MTP block (0 without one)
   size_t scores = 0;                  // floats, n_threads slices (the per-thread part)
   int attn_tile_rows = 0;
   size_t router_logits = 0, ffn_gate = 0, ffn_up = 0, ffn_down = 0, norm_out = 0;  // floats
@@ -52,6 +53,7 @@ struct DecoderScratch {
   std::vector<float> ffn_up;     // [T*k][n_ff]
   std::vector<float> ffn_down;   // [T*k][n_embd]
   std::vector<float> norm_out;   // [T][n_embd] final-norm rows for the lm_head
+  std::vector<float> nextn_in;   // [T][2 n_embd] the MTP block's eh_proj input
   // Activations converted to the weights' vec_dot types.
   std::vector<uint8_t> act_in;   // block input (xn / attn), T rows
   std::vector<uint8_t> act_in2;  // same input in a second type when matrices differ
@@ -79,5 +81,15 @@ struct DecoderContext {
 // validated) and writes logits: all n rows when all_rows, else only the last.
 void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int pos0, float* logits,
                      bool all_rows);
+
+// The model's first MTP ("nextn") block over n rows: row i is token
+// tokens[i] at position pos0 + i with the trunk's output row h_prev[i] (after
+// output_norm; zeros where there is none) of the position before. c.kv is the
+// block's own cache (one layer). Writes the head's logits for every row
+// ([n][n_vocab], each predicting the token after tokens[i]) and, when
+// block_out is not null, the block's output after shared_head_norm
+// ([n][n_embd]: the h of a further draft step). Needs hp.n_nextn > 0.
+void nextn_forward(const DecoderContext& c, const int32_t* tokens, const float* h_prev, int n, int pos0, float* logits,
+                   float* block_out);
 
 }  // namespace guild

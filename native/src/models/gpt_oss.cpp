@@ -50,7 +50,7 @@ bool bind_gpt_oss_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w
   bool ok = bind_embeddings_and_head(b, hp, w);
   for (int l = 0; ok && l < hp.n_layer; ++l) {
     LayerWeights& L = w->layers[l];
-    ok = bind_attention(b, hp, l, /*qkv_bias=*/true, /*out_bias=*/true, w) &&
+    ok = bind_attention(b, hp, l, /*qkv_bias=*/true, /*out_bias=*/true, &L, w) &&
          b.vector(blk(l, "attn_sinks.weight"), hp.n_head, &L.attn_sinks, *w) &&
          b.vector(blk(l, "post_attention_norm.weight"), hp.n_embd, &L.ffn_norm, *w) &&
          b.matrix(blk(l, "ffn_gate_inp.weight"), hp.n_embd, hp.n_expert, &L.router) &&

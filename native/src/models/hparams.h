@@ -28,6 +28,7 @@ struct ModelHparams {
   int n_ff_exp = 0;     // expert FFN width
   int n_ff_shexp = 0;   // shared-expert FFN width (glm4moe, deepseek2); 0 = none
   int n_dense_lead = 0; // leading_dense_block_count: layers [0, n) are dense
+  int n_nextn = 0;      // nextn_predict_layers: MTP blocks after the n_layer trunk layers (ModelWeights::nextn)
   float expert_weights_scale = 1.0f;  // expert_weights_scale: factor on the routing weights
   bool expert_weights_norm = false;   // expert_weights_norm: routing weights renormalised
   float rms_eps = 1e-6f;

@@ -69,6 +69,7 @@ struct LayerRecipe {
 
 struct ModelRecipe {
   std::vector<LayerRecipe> layers;  // [n_layer]
+  std::vector<LayerRecipe> nextn;   // [n_nextn]: the MTP blocks' steps (models/decoder_forward.h, nextn_forward)
 
   // What the CUDA executor cannot run yet ("" when it runs every step): a
   // model whose recipe needs more stays on the CPU (or fails a cuda:N load).

@@ -61,7 +61,8 @@ bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeig
 // Binds layer l's attn_norm and attn_{q,k,v,output}.weight, the q/k/v .bias
 // tensors when `qkv_bias` and attn_output.bias when `out_bias`; false with
 // b.error() set.
-bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, ModelWeights* w);
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, LayerWeights* L,
+                    ModelWeights* w);
 // Binds token_embd, output_norm, output (tied if absent), per-layer attention,
 // norms, routers (MoE layers: blk.N.ffn_gate_inp exists) and dense FFNs.
 bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);

@@ -105,12 +105,13 @@ bool bind_embeddings_and_head(TensorBinder& b, const ModelHparams& hp, ModelWeig
   return ok;
 }
 
-bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, ModelWeights* w) {
+bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bias, bool out_bias, LayerWeights* L_out,
+                    ModelWeights* w) {
   const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
   const int64_t k_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
   const int64_t v_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_v;
   const int64_t o_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_v;
-  LayerWeights& L = w->layers[l];
+  LayerWeights& L = *L_out;
   bool ok = b.vector(blk(l, "attn_norm.weight"), hp.n_embd, &L.attn_norm, *w) &&
             b.matrix(blk(l, "attn_q.weight"), hp.n_embd, q_dim, &L.wq) &&
             b.matrix(blk(l, "attn_k.weight"), hp.n_embd, k_dim, &L.wk) &&
@@ -127,7 +128,7 @@ bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* 
   bool ok = bind_embeddings_and_head(b, hp, w);
   for (int l = 0; ok && l < hp.n_layer; ++l) {
     LayerWeights& L = w->layers[l];
-    ok = bind_attention(b, hp, l, /*qkv_bias=*/false, /*out_bias=*/false, w) && b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
+    ok = bind_attention(b, hp, l, /*qkv_bias=*/false, /*out_bias=*/false, &L, w) && b.vector(blk(l, "ffn_norm.weight"), hp.n_embd, &L.ffn_norm, *w);
     if (ok && hp.qk_norm)
       ok = b.vector(blk(l, "attn_q_norm.weight"), hp.head_dim_k, &L.q_norm, *w) &&
            b.vector(blk(l, "attn_k_norm.weight"), hp.head_dim_k, &L.k_norm, *w);

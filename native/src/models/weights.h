@@ -69,12 +69,27 @@ using AlignedBytes = std::unique_ptr<uint8_t[], AlignedBytesFree>;
 // aligned than its first block, so this holds for every row and block.
 size_t tensor_data_alignment(uint32_t type_id);
 
+// A multi-token-prediction ("nextn") block (glm4moe, deepseek-v3): from token
+// t's embedding and the trunk's output row h of the position before, it
+// predicts the token after t: x = eh_proj(concat(enorm(embed(t)), hnorm(h))),
+// one decoder block, shared_head_norm, the head.
+struct NextnWeights {
+  LayerWeights block;                 // the block's attention, norms, router, experts
+  QMatrix eh_proj;                    // [2 n_embd, n_embd]
+  const float* enorm = nullptr;       // [n_embd]
+  const float* hnorm = nullptr;       // [n_embd]
+  const float* shared_head_norm = nullptr;  // [n_embd]
+  QMatrix embed;                      // nextn.embed_tokens, else token_embd
+  QMatrix head;                       // nextn.shared_head_head, else output
+};
+
 struct ModelWeights {
   QMatrix token_embd;                 // [n_embd, n_vocab]
   const float* output_norm = nullptr; // [n_embd]
   QMatrix output;                     // [n_embd, n_vocab] (token_embd when tied)
   bool output_tied = false;
   std::vector<LayerWeights> layers;
+  std::vector<NextnWeights> nextn;    // [n_nextn]: the MTP drafter's blocks
   // Owned float copies of 1-D tensors stored in other types.
   std::vector<std::unique_ptr<float[]>> owned;
   // Aligned copies of tensors whose data is not aligned for their type in
