@@ -226,7 +226,11 @@ describe.skipIf("reason" in browserPath)("web mode in Chromium", () => {
     await page.getByRole("heading", { name: "Kernel packages" }).waitFor();
     const packages = await served.web.services.contract.packages.list();
     const pinned = packages.find((p) => p.pinnedBy.some((h) => h.startsWith("model ")));
-    const free = packages.find((p) => p.pinnedBy.length === 0 && existsSync(path.join(served.dataDir, `${p.name}.gkpkg`)));
+    // Only a user-installed package has an Uninstall button: one this CPU
+    // cannot run (cpu-avx512 on an AVX2 host) stays listed as bundled.
+    const free = packages.find(
+      (p) => (p.source ?? "user") === "user" && p.pinnedBy.length === 0 && existsSync(path.join(served.dataDir, `${p.name}.gkpkg`)),
+    );
     if (!pinned || !free) {
       const reason = "needs the native build's kernel packages (build/packages or GUILD_BUILT_PACKAGES), one pinned by the model and one free";
       console.warn(`package install/uninstall skipped: ${reason}`);

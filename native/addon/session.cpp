@@ -88,6 +88,16 @@ class GenerateWorker : public PromiseWorker {
     if (!(v = options.Get("repeatPenalty")).IsUndefined()) s.repeat_penalty = static_cast<float>(ArgNumber(v, "options.repeatPenalty"));
     if (!(v = options.Get("repeatLastN")).IsUndefined()) s.repeat_last_n = ArgInt32(v, "options.repeatLastN", 0, kInt32Max);
     if (!(v = options.Get("seed")).IsUndefined()) s.seed = ArgSeed(v);
+    if (!(v = options.Get("draft")).IsUndefined()) {
+      const std::string mode = v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
+      if (mode == "none") params_.draft = GUILD_DRAFT_NONE;
+      else if (mode == "auto") params_.draft = GUILD_DRAFT_AUTO;
+      else if (mode == "mtp") params_.draft = GUILD_DRAFT_MTP;
+      else throw Napi::TypeError::New(env, "options.draft must be \"none\", \"auto\" or \"mtp\"");
+    }
+    if (!(v = options.Get("specMax")).IsUndefined()) params_.spec_max = ArgInt32(v, "options.specMax", 1, 16);
+    if (!(v = options.Get("specMinP")).IsUndefined()) params_.spec_min_p = static_cast<float>(ArgNumber(v, "options.specMinP"));
+    if (!(params_.spec_min_p >= 0 && params_.spec_min_p <= 1)) throw Napi::RangeError::New(env, "options.specMinP must be in [0, 1]");
     if (s.temperature < 0) throw Napi::RangeError::New(env, "options.temperature must be >= 0");
     if (!(s.top_p > 0 && s.top_p <= 1)) throw Napi::RangeError::New(env, "options.topP must be in (0, 1]");
     if (!(s.min_p >= 0 && s.min_p <= 1)) throw Napi::RangeError::New(env, "options.minP must be in [0, 1]");
@@ -179,6 +189,8 @@ class GenerateWorker : public PromiseWorker {
     out.Set("queueMs", result_.queue_ms);
     out.Set("nDrafted", result_.n_drafted);
     out.Set("nAccepted", result_.n_accepted);
+    out.Set("nWindows", result_.n_windows);
+    out.Set("draftedByMtp", result_.drafted_by_mtp != 0);
     return out;
   }
 

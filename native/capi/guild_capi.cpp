@@ -342,6 +342,9 @@ guild_generate_params guild_generate_params_default(void) {
   p.struct_size = sizeof(guild_generate_params);
   p.max_new_tokens = 256;
   p.sampling = guild_sampling_params_default();
+  p.draft = GUILD_DRAFT_NONE;
+  p.spec_max = 4;
+  p.spec_min_p = 0.0f;
   return p;
 }
 
@@ -375,6 +378,17 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
       void* user = params->user;
       req.on_queue = [cb, user](int position) { cb(position, user); };
     }
+    if (params->struct_size >= offsetof(guild_generate_params, spec_min_p) + sizeof(params->spec_min_p)) {
+      // Ranges are checked by the session (one place, one message).
+      switch (params->draft) {
+        case GUILD_DRAFT_NONE: req.speculative.mode = guild::DraftMode::None; break;
+        case GUILD_DRAFT_AUTO: req.speculative.mode = guild::DraftMode::Auto; break;
+        case GUILD_DRAFT_MTP: req.speculative.mode = guild::DraftMode::Mtp; break;
+        default: set_error(error, "guild_generate: unknown draft mode"); return GUILD_ERR_INVALID_ARGUMENT;
+      }
+      req.speculative.max_window = params->spec_max;
+      req.speculative.min_p = params->spec_min_p;
+    }
     if (params->on_token) {
       auto cb = params->on_token;
       void* user = params->user;
@@ -395,6 +409,8 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
         result->queue_ms = r.queue_ms;
         result->n_drafted = r.n_drafted;
         result->n_accepted = r.n_accepted;
+        result->n_windows = r.n_windows;
+        result->drafted_by_mtp = std::string(r.drafter) == "mtp" ? 1 : 0;
       }
     }
     if (r.stop == guild::StopReason::Error) {

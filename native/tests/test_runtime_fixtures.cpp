@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "check.h"
+#include "fixture_json.h"
 #include "core/json.h"
 #include "runtime/model.h"
 #include "models/decoder_forward.h"
@@ -20,18 +21,8 @@ using namespace guild;
 
 namespace {
 
-json::Value load_json(const std::string& path) {
-  std::string err;
-  auto v = json::parse(check::read_file(path), &err);
-  if (!v) std::printf("  cannot parse %s: %s\n", path.c_str(), err.c_str());
-  return v ? *v : json::Value();
-}
-
-std::vector<int32_t> ids_of(const json::Value& arr) {
-  std::vector<int32_t> out;
-  for (const auto& x : arr.as_array()) out.push_back(static_cast<int32_t>(x.as_int()));
-  return out;
-}
+using check::ids_of;
+using check::load_json;
 
 struct Loaded {
   std::unique_ptr<GuildModel> model;
@@ -40,8 +31,13 @@ struct Loaded {
 };
 
 // BF16/F16 masters against llama.cpp's .exact logits (see logits_match_llama_cpp).
+// The rms bound is the fixtures' acceptance criterion (README: "F16/BF16 rms
+// <= 0.05"): with activations rounded to 16 bits the result depends on the
+// dot's summation order. gptoss-a-BF16 `chat`, worst position: AVX-512 BF16
+// (vdpbf16ps, as the reference run) max 0.042; AVX2 and generic max 0.089,
+// rms 0.025 (both sum in another order than the reference machine).
 constexpr double kHalfMasterMaxAbs = 0.1;
-constexpr double kHalfMasterRms = 0.02;
+constexpr double kHalfMasterRms = 0.05;
 
 // Loads expected/<dir>'s model; null (with a printed reason) when its
 // architecture is not one this runtime supports yet.

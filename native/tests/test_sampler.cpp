@@ -82,6 +82,47 @@ TEST(temperature_one_follows_the_softmax) {
   CHECK(std::fabs(counts[2] / double(n) - 0.625) < 0.01);
 }
 
+// Speculative sampling against a point-mass draft: whatever the draft (the
+// likeliest token, an unlikely one, one top-k cuts away), the result follows
+// the row's distribution; greedy is the plain argmax.
+TEST(sample_against_draft_keeps_the_distribution) {
+  const float base[4] = {0.0f, std::log(2.0f), std::log(5.0f), std::log(2.0f)};  // 1/10, 2/10, 5/10, 2/10
+  const double want[4] = {0.1, 0.2, 0.5, 0.2};
+  for (int32_t draft : {2, 0, 3}) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.seed = 99 + static_cast<uint64_t>(draft);
+    Sampler s(p, 4);
+    std::map<int, int> counts;
+    const int n = 60000;
+    for (int i = 0; i < n; ++i) {
+      float l[4] = {base[0], base[1], base[2], base[3]};
+      counts[s.sample_against_draft(l, {}, draft)]++;
+    }
+    for (int t = 0; t < 4; ++t)
+      CHECK_MSG(std::fabs(counts[t] / double(n) - want[t]) < 0.01, "draft %d: token %d at %.4f, want %.2f", draft, t,
+                counts[t] / double(n), want[t]);
+  }
+  // top_k 2 leaves tokens 2 and 1/3 (tie: lower id 1): weights 5 and 2 → 5/7, 2/7.
+  SamplingParams k2;
+  k2.temperature = 1.0f;
+  k2.top_k = 2;
+  k2.seed = 5;
+  Sampler s(k2, 4);
+  std::map<int, int> counts;
+  const int n = 60000;
+  for (int i = 0; i < n; ++i) {
+    float l[4] = {base[0], base[1], base[2], base[3]};
+    counts[s.sample_against_draft(l, {}, 0)]++;  // a draft outside the candidates is always rejected
+  }
+  CHECK(counts[0] == 0 && counts[3] == 0);
+  CHECK(std::fabs(counts[2] / double(n) - 5.0 / 7.0) < 0.01);
+  // Greedy: the argmax, draft or not.
+  Sampler g(SamplingParams{}, 4);
+  float l[4] = {base[0], base[1], base[2], base[3]};
+  CHECK(g.sample_against_draft(l, {}, 1) == 2);
+}
+
 TEST(top_p_keeps_the_smallest_set_reaching_p) {
   SamplingParams p;
   p.temperature = 1.0f;

@@ -30,13 +30,18 @@ const char* kUsage =
     "                   [--prompt-file FILE] [--warmup N]\n"
     "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
     "                   [--gpu-peers cuda:N,...] [--gpu-peer-budget-gib X]\n"
+    "                   [--draft none|mtp] [--spec-max S] [--spec-min-p P] [--window-costs]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
     "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps, and the\n"
     "             decode graphs of the timed steps' positions captured\n"
     "  --gpu: where to run (default auto: the GPU when the build and machine have one)\n"
     "  --gpu-budget-gib X: device memory for the model; experts beyond it are computed by the CPU pool\n"
     "  --experts-cpu: every routed expert on the CPU (dense weights and KV on the GPU)\n"
-    "  --gpu-peers: peer GPUs, each with an expert cache of its own (--gpu-peer-budget-gib X each)\n";
+    "  --gpu-peers: peer GPUs, each with an expert cache of its own (--gpu-peer-budget-gib X each)\n"
+    "  --draft mtp: the model's MTP block drafts windows of up to S tokens (--spec-max, default 4) while\n"
+    "             its top-1 probability stays >= P (--spec-min-p, default 0); each rep times a run\n"
+    "             without drafts and one with them, on the same prompt (speedup = their ratio)\n"
+    "  --window-costs: the verifier's cost of a window of T tokens against T single steps, T = 1..S\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -91,8 +96,8 @@ double ram_read_gbps(ThreadPool& pool) {
 int main(int argc, char** argv) {
   tools::Args args;
   if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup",
-                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib"},
-                  {"experts-cpu"},
+                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib", "draft", "spec-max", "spec-min-p"},
+                  {"experts-cpu", "window-costs"},
                   kUsage))
     return 2;
   if (!args.has("model")) { std::fprintf(stderr, "%s", kUsage); return 2; }
@@ -113,6 +118,14 @@ int main(int argc, char** argv) {
   const int n_gen = static_cast<int>(args.get_int("gen-tokens", 128));
   const int reps = static_cast<int>(args.get_int("reps", 3));
   if (n_prompt < 1 || n_gen < 1 || reps < 1) { std::fprintf(stderr, "%s", kUsage); return 2; }
+  const std::string draft = args.get("draft", "none");
+  if (draft != "none" && draft != "mtp") tools::die("--draft must be none or mtp");
+  SpeculativeParams spec;
+  spec.mode = draft == "mtp" ? DraftMode::Mtp : DraftMode::None;
+  spec.max_window = static_cast<int>(args.get_int("spec-max", 4));
+  spec.min_p = args.has("spec-min-p") ? std::stof(args.get("spec-min-p")) : 0.0f;
+  if (spec.max_window < 1 || spec.max_window > kMaxWindow) tools::die("--spec-max must be within 1..16");
+  if (!(spec.min_p >= 0.0f && spec.min_p <= 1.0f)) tools::die("--spec-min-p must be within [0, 1]");
 
   LoadOptions opt;
   opt.n_threads = static_cast<int>(args.get_int("threads", 0));
@@ -161,7 +174,7 @@ int main(int argc, char** argv) {
 
   // A prompt, then n_new greedy tokens in a fresh session (a fixed number of
   // decode steps: end-of-generation tokens do not stop it).
-  auto generation = [&](std::span<const int32_t> p, int n_new) {
+  auto generation = [&](std::span<const int32_t> p, int n_new, const SpeculativeParams& sp) {
     auto session = GuildSession::create(*model, opt.n_ctx, &err);
     if (!session) tools::die(err);
     GenerateRequest req;
@@ -169,15 +182,17 @@ int main(int argc, char** argv) {
     req.max_new_tokens = n_new;
     req.sampling.temperature = 0.0f;
     req.ignore_eog = true;
+    req.speculative = sp;
     return session->generate(req);
   };
-  auto timed_generation = [&] { return generation(prompt, n_gen); };
+  const SpeculativeParams no_drafts;
+  auto timed_generation = [&] { return generation(prompt, n_gen, no_drafts); };
 
   const int n_warmup = static_cast<int>(args.get_int("warmup", 0));
   if (n_warmup > 0) {
     // Untimed: faults in the weights this prompt touches, starts the pool.
     const std::span<const int32_t> head(prompt.data(), static_cast<size_t>(std::min(n_warmup, n_prompt)));
-    if (generation(head, 4).stop == StopReason::Error) tools::die("warm-up generation failed");
+    if (generation(head, 4, spec).stop == StopReason::Error) tools::die("warm-up generation failed");
     // The decode graphs of the timed steps' positions (captured per range of
     // positions): a capture inside a timed run is a one-off, not decode speed.
     if (model->gpu() && n_gen > 1 && n_prompt < opt.n_ctx &&
@@ -185,13 +200,78 @@ int main(int argc, char** argv) {
       tools::die(err);
   }
   if (model->gpu()) model->gpu()->take_hit_rate();  // count the timed runs only
-  std::vector<double> pp, tg, ttft;
+  std::vector<double> pp, tg, ttft, tg_spec, speedup;
+  json::Value speculative = json::Value::object();
+  long long drafted = 0, accepted = 0, windows = 0, spec_tokens = 0;
+  bool same_tokens = true;
   for (int r = 0; r < reps; ++r) {
     GenerateResult res = timed_generation();
     if (res.stop == StopReason::Error) tools::die(res.error);
     pp.push_back(res.n_prompt / (res.prompt_ms / 1000.0));
     if (res.tokens.size() > 1) tg.push_back((res.tokens.size() - 1) / (res.decode_ms / 1000.0));
     ttft.push_back(res.ttft_ms);
+    if (spec.mode != DraftMode::None) {
+      // The same prompt with drafts, right after: the ratio of the two is the speedup.
+      GenerateResult sr = generation(prompt, n_gen, spec);
+      if (sr.stop == StopReason::Error) tools::die(sr.error);
+      same_tokens = same_tokens && sr.tokens == res.tokens;
+      drafted += sr.n_drafted;
+      accepted += sr.n_accepted;
+      windows += sr.n_windows;
+      spec_tokens += static_cast<long long>(sr.tokens.size());
+      if (sr.tokens.size() > 1 && res.tokens.size() > 1) {
+        tg_spec.push_back((sr.tokens.size() - 1) / (sr.decode_ms / 1000.0));
+        speedup.push_back(tg_spec.back() / tg.back());
+      }
+    }
+  }
+  if (spec.mode != DraftMode::None) {
+    speculative.set("drafter", "mtp");
+    speculative.set("spec_max", spec.max_window);
+    speculative.set("spec_min_p", spec.min_p);
+    speculative.set("drafted", drafted);
+    speculative.set("accepted", accepted);
+    speculative.set("windows", windows);
+    speculative.set("acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0);
+    speculative.set("tokens_per_window", windows > 0 ? static_cast<double>(spec_tokens) / windows : 0.0);
+    if (!tg_spec.empty()) {
+      speculative.set("decode_tokens_per_s", stats(tg_spec));
+      speculative.set("speedup", stats(speedup));
+    }
+    speculative.set("greedy_tokens_identical", same_tokens);
+  }
+  // The verifier's cost of a window of T tokens at the prompt's end, against
+  // T single steps (median of 5, each rolled back): what drafting must beat.
+  json::Value window_costs = json::Value::array();
+  if (args.has("window-costs")) {
+    auto session = GuildSession::create(*model, opt.n_ctx, &err);
+    if (!session) tools::die(err);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    const std::span<const int32_t> head(prompt.data(), prompt.size() - 1);
+    if (!head.empty() && !session->eval(head, false, logits.data(), &err)) tools::die(err);
+    const int base = session->n_past();
+    double one_ms = 0.0;
+    for (int T = 1; T <= spec.max_window && base + T <= opt.n_ctx; ++T) {
+      // The prompt's last token, then T - 1 "drafts" (prompt tokens: regular ids).
+      std::vector<int32_t> w(static_cast<size_t>(T), prompt.back());
+      for (int i = 1; i < T; ++i) w[static_cast<size_t>(i)] = prompt[static_cast<size_t>(i) % prompt.size()];
+      std::vector<double> ms;
+      for (int k = 0; k < 6; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        session->verify_window(w);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        session->commit(base, 0);
+      }
+      ms.erase(ms.begin());  // the first pass warms this window's shapes
+      std::sort(ms.begin(), ms.end());
+      const double med = ms[ms.size() / 2];
+      if (T == 1) one_ms = med;
+      json::Value row = json::Value::object();
+      row.set("tokens", T);
+      row.set("ms", med);
+      row.set("cost_vs_single_steps", one_ms > 0 ? med / (T * one_ms) : 0.0);
+      window_costs.push_back(std::move(row));
+    }
   }
   // The timed runs' cache figures, before the probes below run more steps.
   json::Value gpu = json::Value::object();
@@ -261,6 +341,8 @@ int main(int argc, char** argv) {
   out.set("prompt_tokens_per_s", stats(pp));
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));
   out.set("ttft_ms", stats(ttft));
+  if (spec.mode != DraftMode::None) out.set("speculative", std::move(speculative));
+  if (args.has("window-costs")) out.set("window_costs", std::move(window_costs));
   out.set("peak_rss_bytes", peak_rss_bytes());
   // Only where experts are read from RAM (CPU only, hybrid): all on the GPU nothing reads it.
   if (!model->gpu() || model->gpu()->hybrid()) out.set("host_ram_read_gbps", ram_read_gbps(model->pool()));

@@ -173,6 +173,17 @@ typedef enum guild_stop_reason {
 typedef int32_t (*guild_token_callback)(int32_t token, const char* piece, int32_t piece_len,
                                         void* user);
 
+/* Who drafts the speculative windows (seed §3; docs/SPECULATIVE.md). AUTO:
+ * the model's MTP (nextn) block when it has one and the session decodes on
+ * the CPU, else one token per window; MTP: the same, GUILD_ERR_INVALID_ARGUMENT
+ * without one. Greedy output is identical either way; with sampling the
+ * distribution is. */
+typedef enum guild_draft_mode {
+  GUILD_DRAFT_NONE = 0,
+  GUILD_DRAFT_AUTO = 1,
+  GUILD_DRAFT_MTP = 2,
+} guild_draft_mode;
+
 typedef struct guild_generate_params {
   uint32_t struct_size;
   const int32_t* prompt;
@@ -184,6 +195,9 @@ typedef struct guild_generate_params {
   /* Called (on the waiting thread) with the number of requests ahead while this
    * one waits for the model; 0 when it starts. May be null. */
   void (*on_queue)(int32_t position, void* user);
+  guild_draft_mode draft;  /* default GUILD_DRAFT_NONE */
+  int32_t spec_max;        /* S: the last token + up to S-1 drafts per window, 1..16 (default 4) */
+  float spec_min_p;        /* drafting stops at a draft whose probability is below this, 0..1 (default 0) */
 } guild_generate_params;
 
 GUILD_API guild_generate_params guild_generate_params_default(void);
@@ -200,6 +214,8 @@ typedef struct guild_generate_result {
   double queue_ms;           /* time spent waiting for the model */
   int32_t n_drafted;         /* speculative draft tokens proposed */
   int32_t n_accepted;        /* of which accepted */
+  int32_t n_windows;         /* verifier passes of the decode (n_generated / n_windows tokens per pass) */
+  int32_t drafted_by_mtp;    /* 1 when the model's MTP block drafted the windows */
 } guild_generate_result;
 
 /* Generates from the prompt. Blocks; call from a worker thread. GUILD_ERR_IO

@@ -362,14 +362,16 @@ void nextn_forward(const DecoderContext& c, const int32_t* tokens, const float* 
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
   project(c, a, b, m.eh_proj, s.nextn_in.data(), n, s.x.data());
   run_layer(c, c.recipe.nextn[0], m.block, /*kv_layer=*/0, n, pos0);
+  if (logits == nullptr && block_out == nullptr) return;
   norm_rows(c, s.x.data(), m.shared_head_norm, n, s.norm_out.data());
   if (block_out != nullptr) std::copy(s.norm_out.begin(), s.norm_out.begin() + n * d, block_out);
+  if (logits == nullptr) return;
   PreparedRows h{s.act_in.data(), s.rows_in.data()}, h2{s.act_in2.data(), s.rows_in2.data()};
   project(c, h, h2, m.head, s.norm_out.data(), n, logits);
 }
 
 void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int pos0, float* logits,
-                     bool all_rows) {
+                     bool all_rows, float* hidden) {
   const ModelHparams& hp = c.hp;
   const ModelWeights& w = c.w;
   DecoderScratch& s = c.s;
@@ -379,9 +381,17 @@ void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int 
 
   const int first_row = all_rows ? 0 : n - 1;
   const int n_rows = n - first_row;
-  norm_rows(c, s.x.data() + static_cast<int64_t>(first_row) * hp.n_embd, w.output_norm, n_rows, s.norm_out.data());
+  // The norm is per row: normalising every row for `hidden` leaves the rows
+  // the head reads as they would be alone.
+  const float* head_in = s.norm_out.data();
+  if (hidden != nullptr) {
+    norm_rows(c, s.x.data(), w.output_norm, n, hidden);
+    head_in = hidden + static_cast<int64_t>(first_row) * hp.n_embd;
+  } else {
+    norm_rows(c, s.x.data() + static_cast<int64_t>(first_row) * hp.n_embd, w.output_norm, n_rows, s.norm_out.data());
+  }
   PreparedRows a{s.act_in.data(), s.rows_in.data()}, b{s.act_in2.data(), s.rows_in2.data()};
-  project(c, a, b, w.output, s.norm_out.data(), n_rows, logits);
+  project(c, a, b, w.output, head_in, n_rows, logits);
 }
 
 }  // namespace guild

@@ -79,8 +79,10 @@ struct DecoderContext {
 
 // Runs tokens[0..n) at positions pos0.. (n <= s.max_tokens, ids already
 // validated) and writes logits: all n rows when all_rows, else only the last.
+// hidden (if not null) gets every row's output_norm(final residual)
+// ([n][n_embd]: the h an MTP drafter is fed).
 void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int pos0, float* logits,
-                     bool all_rows);
+                     bool all_rows, float* hidden = nullptr);
 
 // The model's first MTP ("nextn") block over n rows: row i is token
 // tokens[i] at position pos0 + i with the trunk's output row h_prev[i] (after
@@ -88,7 +90,8 @@ void decoder_forward(const DecoderContext& c, const int32_t* tokens, int n, int 
 // block's own cache (one layer). Writes the head's logits for every row
 // ([n][n_vocab], each predicting the token after tokens[i]) and, when
 // block_out is not null, the block's output after shared_head_norm
-// ([n][n_embd]: the h of a further draft step). Needs hp.n_nextn > 0.
+// ([n][n_embd]: the h of a further draft step). logits null: no head (rows
+// fed only for the block's KV). Needs hp.n_nextn > 0.
 void nextn_forward(const DecoderContext& c, const int32_t* tokens, const float* h_prev, int n, int pos0, float* logits,
                    float* block_out);
 

@@ -712,7 +712,13 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
         st.detail.set("kv_bytes_per_session", static_cast<unsigned long long>(kv_bytes));
       }
       st.detail.set("prefill", "batched (up to 512 tokens per pass)");
-      st.detail.set("drafter", "none (speculative window T = 1)");
+      if (!use_gpu && m->hp_.n_nextn > 0 && !m->weights_.nextn.empty()) {
+        st.detail.set("drafter", "mtp: the nextn block drafts on the CPU (its own one-layer KV cache per session)");
+        st.detail.set("drafter_bytes_per_session", static_cast<unsigned long long>(need.drafter));
+      } else {
+        st.detail.set("drafter", m->hp_.n_nextn > 0 ? "none (the nextn block drafts on the CPU executor only; T = 1 on the GPU)"
+                                                    : "none (the model has no MTP block; speculative window T = 1)");
+      }
       st.detail.set("verifier", "greedy prefix acceptance with KV rollback");
     }
 

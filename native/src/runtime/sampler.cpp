@@ -43,23 +43,24 @@ double Sampler::next_uniform() {
   return static_cast<double>(result >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
-  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0) {
-    const size_t window = p_.repeat_last_n < 0 ? recent.size()
-                                               : std::min(recent.size(), static_cast<size_t>(p_.repeat_last_n));
-    // Penalise each distinct recent token once (a token seen twice is not
-    // penalised twice): divide positive logits, multiply negative ones.
-    ids_.clear();
-    for (size_t i = recent.size() - window; i < recent.size(); ++i) {
-      const int32_t t = recent[i];
-      if (t < 0 || t >= n_vocab_) continue;
-      if (std::find(ids_.begin(), ids_.end(), t) != ids_.end()) continue;
-      ids_.push_back(t);
-      logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
-    }
+void Sampler::apply_repeat_penalty(float* logits, std::span<const int32_t> recent) {
+  if (p_.repeat_penalty == 1.0f || p_.repeat_last_n == 0) return;
+  const size_t window = p_.repeat_last_n < 0 ? recent.size()
+                                             : std::min(recent.size(), static_cast<size_t>(p_.repeat_last_n));
+  // Penalise each distinct recent token once (a token seen twice is not
+  // penalised twice): divide positive logits, multiply negative ones.
+  ids_.clear();
+  for (size_t i = recent.size() - window; i < recent.size(); ++i) {
+    const int32_t t = recent[i];
+    if (t < 0 || t >= n_vocab_) continue;
+    if (std::find(ids_.begin(), ids_.end(), t) != ids_.end()) continue;
+    ids_.push_back(t);
+    logits[t] = logits[t] > 0 ? logits[t] / p_.repeat_penalty : logits[t] * p_.repeat_penalty;
   }
-  if (p_.temperature <= 0.0f) return argmax_lowest_id(logits, n_vocab_);
+}
 
+size_t Sampler::candidates(float* logits, std::span<const int32_t> recent) {
+  apply_repeat_penalty(logits, recent);
   // Candidates sorted by logit (descending, ties by id).
   ids_.resize(static_cast<size_t>(n_vocab_));
   for (int32_t i = 0; i < n_vocab_; ++i) ids_[i] = i;
@@ -92,12 +93,19 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
     while (keep < n && probs_[keep] >= floor_p) ++keep;
     n = keep;
   }
-  // Temperature, then draw.
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    probs_[i] = static_cast<float>(std::exp((logits[ids_[i]] - max_l) / p_.temperature));
-    total += probs_[i];
+  // Temperature: the weights the draw uses.
+  for (size_t i = 0; i < n; ++i) probs_[i] = static_cast<float>(std::exp((logits[ids_[i]] - max_l) / p_.temperature));
+  return n;
+}
+
+int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
+  if (p_.temperature <= 0.0f) {
+    apply_repeat_penalty(logits, recent);
+    return argmax_lowest_id(logits, n_vocab_);
   }
+  const size_t n = candidates(logits, recent);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
   const double r = next_uniform() * total;
   double acc = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -105,6 +113,32 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> recent) {
     if (r < acc) return ids_[i];
   }
   return ids_[n - 1];
+}
+
+int32_t Sampler::sample_against_draft(float* logits, std::span<const int32_t> recent, int32_t draft) {
+  // Greedy: the target's choice is deterministic; the draft is right or not.
+  if (p_.temperature <= 0.0f) return sample(logits, recent);
+  const size_t n = candidates(logits, recent);
+  double total = 0.0, p_draft = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    total += probs_[i];
+    if (ids_[i] == draft) p_draft = probs_[i];
+  }
+  // Keep the draft with probability p(draft) (min(1, p/q) with q = 1).
+  if (p_draft > 0.0 && next_uniform() * total < p_draft) return draft;
+  // Rejected: draw from p with the draft removed, max(0, p - q) renormalised.
+  const double rest = total - p_draft;
+  if (!(rest > 0.0)) return draft;  // p(draft) = 1 up to rounding: nothing else to draw
+  const double r = next_uniform() * rest;
+  double acc = 0.0;
+  size_t last_other = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (ids_[i] == draft) continue;
+    last_other = i;
+    acc += probs_[i];
+    if (r < acc) return ids_[i];
+  }
+  return ids_[last_other];
 }
 
 }  // namespace guild

@@ -66,6 +66,12 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
                               s->exec_->kv_type)) ||
         (!gpu && !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size())))
       throw std::bad_alloc();
+    // The MTP drafter runs the nextn block on the CPU executor; a GPU
+    // session verifies on the device and has none (docs/SPECULATIVE.md).
+    if (!gpu && hp.n_nextn > 0 && !model.weights().nextn.empty() && !model.recipe().nextn.empty()) {
+      s->mtp_ = std::make_unique<MtpDrafter>();
+      if (!s->mtp_->init(hp, s->n_ctx_, scratch_tokens, s->exec_->kv_type)) throw std::bad_alloc();
+    }
     s->logits_.resize(static_cast<size_t>(hp.n_vocab));
     s->window_logits_.resize(static_cast<size_t>(kMaxWindow) * hp.n_vocab);
     s->window_.reserve(kMaxWindow);
@@ -152,19 +158,27 @@ bool GuildSession::model_file_changed() {
   return true;
 }
 
-bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel) {
-  if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
+DecoderContext GuildSession::cpu_context() {
   const GuildModel& m = model_;
-  DecoderContext ctx{m.hparams(), m.weights(), m.recipe(), m.kernels(), m.pool(), kv_, scratch_};
+  return DecoderContext{m.hparams(), m.weights(), m.recipe(), m.kernels(), m.pool(), kv_, scratch_};
+}
+
+bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
+                           DrafterRows drafter_rows) {
+  if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
+  const DecoderContext ctx = cpu_context();
+  float* hidden = mtp_ && drafter_rows != DrafterRows::None ? mtp_->hidden_rows() : nullptr;
   size_t done = 0;
   while (done < tokens.size()) {
     if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
     const int n = static_cast<int>(std::min<size_t>(tokens.size() - done, static_cast<size_t>(scratch_.max_tokens)));
     const bool last_chunk = done + n == tokens.size();
     float* out = all_logits ? all_logits + static_cast<int64_t>(done) * n_vocab_ : logits_.data();
-    decoder_forward(ctx, tokens.data() + done, n, static_cast<int>(history_.size()), out, all_logits != nullptr);
+    const int pos0 = static_cast<int>(history_.size());
+    decoder_forward(ctx, tokens.data() + done, n, pos0, out, all_logits != nullptr, hidden);
     if (model_file_changed()) return false;
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
+    if (hidden && drafter_rows == DrafterRows::Feed) mtp_->feed(ctx, tokens.data() + done, n, pos0);
     if (all_logits && last_chunk)
       std::copy(out + static_cast<int64_t>(n - 1) * n_vocab_, out + static_cast<int64_t>(n) * n_vocab_, logits_.begin());
     done += n;
@@ -246,6 +260,21 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   if (req.max_new_tokens < 0) return fail(GenerateError::InvalidArgument, "max_new_tokens is negative");
   if (req.drafter.draft && (req.drafter.max_drafts < 0 || req.drafter.max_drafts >= kMaxWindow))
     return fail(GenerateError::InvalidArgument, "drafter proposes too many tokens per window");
+  const SpeculativeParams& spec = req.speculative;
+  if (spec.mode != DraftMode::None) {
+    if (spec.max_window < 1 || spec.max_window > kMaxWindow)
+      return fail(GenerateError::InvalidArgument,
+                  "spec max window " + std::to_string(spec.max_window) + " is out of range (1.." +
+                      std::to_string(kMaxWindow) + ")");
+    if (!(spec.min_p >= 0.0f && spec.min_p <= 1.0f))
+      return fail(GenerateError::InvalidArgument, "spec min p must be within [0, 1]");
+    if (spec.mode == DraftMode::Mtp && !mtp_)
+      return fail(GenerateError::InvalidArgument,
+                  model_.gpu() ? "MTP drafting runs on the CPU executor only; this session decodes on the GPU"
+                               : "the model has no MTP (nextn) block to draft with");
+  }
+  // The MTP block drafts when asked (or by default) and the caller gives no drafter.
+  const bool use_mtp = !req.drafter.draft && spec.mode != DraftMode::None && mtp_ && spec.max_window > 1;
   {
     std::string err;
     if (!check_tokens(req.prompt, 0, &err))
@@ -271,6 +300,12 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   size_t reuse = 0;
   const size_t max_reuse = req.prompt.size() - 1;
   while (reuse < max_reuse && reuse < history_.size() && history_[reuse] == req.prompt[reuse]) ++reuse;
+  if (mtp_) {
+    // The drafter's cache mirrors the trunk's: cut it with the history, and
+    // re-run the trunk from where the drafter can be fed without a gap.
+    mtp_->truncate(static_cast<int>(reuse));
+    if (use_mtp) reuse = static_cast<size_t>(mtp_->resume_point(static_cast<int>(reuse)));
+  }
   history_.resize(reuse);
   res.n_reused = static_cast<int>(reuse);
 
@@ -278,7 +313,7 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   std::span<const int32_t> to_prefill = req.prompt.subspan(reuse, req.prompt.size() - 1 - reuse);
   res.n_prompt = static_cast<int>(to_prefill.size()) + 1;
   device_error_.clear();
-  if (!forward(to_prefill, nullptr, true)) {
+  if (!forward(to_prefill, nullptr, true, use_mtp ? DrafterRows::Feed : DrafterRows::None)) {
     if (!file_error_.empty()) return fail(GenerateError::ModelChanged, file_error_);
     if (!device_error_.empty())
       return fail(GenerateError::Device, "device failure during prefill (" + device_error_ + "); the model must be reloaded");
@@ -298,7 +333,11 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   int32_t last = req.prompt.back();
   Clock::time_point t_first{};
   int32_t drafts[kMaxWindow];
+  DraftStep draft_steps[kMaxWindow];
   int32_t window_argmax[kMaxWindow];
+  const DecoderContext cpu = cpu_context();
+  if (req.drafter.draft) res.drafter = "caller";
+  else if (use_mtp) res.drafter = "mtp";
   const bool device_greedy = model_.gpu() && sampler.plain_argmax();
   res.stop = StopReason::Length;
   bool done = res.tokens.size() >= static_cast<size_t>(req.max_new_tokens);
@@ -307,19 +346,26 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     const size_t room = static_cast<size_t>(n_ctx_) - history_.size();
     if (room == 0) { res.stop = StopReason::Context; break; }
     // Window: the last accepted token plus up to T-1 drafts (T = 1 without a drafter).
+    // A window of 1 + d rows yields at most d + 1 tokens: no draft past what
+    // may still be generated or past the context.
     int n_drafts = 0;
+    const size_t still = static_cast<size_t>(req.max_new_tokens) - res.tokens.size();
+    const int base = static_cast<int>(history_.size());
     if (req.drafter.draft) {
-      const int max_d = static_cast<int>(std::min<size_t>({static_cast<size_t>(req.drafter.max_drafts), room - 1,
-                                                            static_cast<size_t>(req.max_new_tokens) - res.tokens.size()}));
+      const int max_d = static_cast<int>(std::min<size_t>({static_cast<size_t>(req.drafter.max_drafts), room - 1, still - 1}));
       if (max_d > 0) n_drafts = std::clamp(req.drafter.draft(req.drafter.ctx, history_, last, max_d, drafts), 0, max_d);
+    } else if (use_mtp) {
+      const int max_d = static_cast<int>(std::min<size_t>({static_cast<size_t>(spec.max_window - 1), room - 1, still - 1}));
+      n_drafts = mtp_->draft(cpu, last, base, max_d, spec.min_p, draft_steps);
+      for (int i = 0; i < n_drafts; ++i) drafts[i] = draft_steps[i].token;
     }
     window_.assign(1, last);
     window_.insert(window_.end(), drafts, drafts + n_drafts);
-    const int base = static_cast<int>(history_.size());
     // Greedy on the GPU: the device's argmax of each row is the token; only
     // those ids come back (no logits copy, no host-side scan of the vocabulary).
     if (device_greedy) verify_window_argmax(window_, window_argmax);
-    else verify_window(window_);
+    else forward(window_, window_logits_.data(), false, use_mtp ? DrafterRows::Hold : DrafterRows::None);
+    ++res.n_windows;
     // A pass that read a rewritten file is garbage: nothing of it is emitted.
     if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
     if (!device_error_.empty())
@@ -330,9 +376,14 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     // Accept the target's token after each window position while the draft
     // there agrees with it: the longest prefix equal to greedy decode.
     int accepted = 0;
+    const int accepted_before = res.n_accepted;
     for (int i = 0; i <= n_drafts && !done; ++i) {
       float* row = window_logits_.data() + static_cast<size_t>(i) * n_vocab_;
-      const int32_t tok = device_greedy ? window_argmax[i] : sampler.sample(row, recent);
+      // Row i < n_drafts is checked against draft i: exact for greedy, the
+      // speculative-sampling rule otherwise (the output distribution stays).
+      const int32_t tok = device_greedy   ? window_argmax[i]
+                          : i < n_drafts ? sampler.sample_against_draft(row, recent, drafts[i])
+                                         : sampler.sample(row, recent);
       ++accepted;
       if (res.tokens.empty()) { t_first = Clock::now(); res.ttft_ms = ms_since(t_start); }
       if (!req.ignore_eog && vocab.is_eog(tok)) { res.stop = StopReason::Eos; done = true; break; }
@@ -347,6 +398,9 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     // Keep the window rows whose inputs were right: the last accepted token
     // and the accepted drafts. Rejected drafts' KV rows are dropped.
     commit(base, accepted);
+    if (use_mtp) mtp_->feed(cpu, window_.data(), accepted, base);
+    if (req.on_window)
+      req.on_window(std::span<const int32_t>(drafts, static_cast<size_t>(n_drafts)), res.n_accepted - accepted_before);
   }
   if (t_first != Clock::time_point{}) res.decode_ms = ms_since(t_first);
   model_.end_device_work_ok();

@@ -17,6 +17,7 @@
 #include "runtime/kv_cache.h"
 #include "runtime/leases.h"
 #include "runtime/model.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/sampler.h"
 
 namespace guild {
@@ -37,16 +38,29 @@ struct DraftSource {
   int max_drafts = 0;  // T - 1
 };
 
+// Model-drafted windows. Auto: the model's MTP block drafts when it has one
+// (on the CPU), else T = 1; Mtp: the same, an error without one.
+enum class DraftMode { None, Auto, Mtp };
+struct SpeculativeParams {
+  DraftMode mode = DraftMode::None;
+  int max_window = 4;   // S: the last accepted token + up to S - 1 drafts (1..kMaxWindow)
+  float min_p = 0.0f;   // the window grows while the drafter's top-1 probability stays >= this
+};
+
 struct GenerateRequest {
   std::span<const int32_t> prompt;
   int max_new_tokens = 256;
   SamplingParams sampling;
   bool ignore_eog = false;  // benchmarks: run max_new_tokens steps regardless
-  DraftSource drafter;      // none: T = 1
+  DraftSource drafter;      // a caller's drafter (tests); set, it is used instead of speculative.mode
+  SpeculativeParams speculative;
   // Called per generated token with its piece bytes; return false to stop.
   std::function<bool(int32_t token, const std::string& piece)> on_token;
   // Called while queued with the number of requests ahead (0 = started).
   std::function<void(int position)> on_queue;
+  // Called after each verified window with its drafts and how many of them
+  // were accepted (benchmarks and tests).
+  std::function<void(std::span<const int32_t> drafts, int n_accepted)> on_window;
 };
 
 struct GenerateResult {
@@ -57,6 +71,8 @@ struct GenerateResult {
   int n_reused = 0;      // prompt tokens served from the cache
   int n_drafted = 0;     // draft tokens proposed
   int n_accepted = 0;    // draft tokens accepted
+  int n_windows = 0;     // verifier passes of the decode (tokens per window = tokens / windows)
+  const char* drafter = "none";  // "mtp" or "caller" when windows were drafted
   double queue_ms = 0;   // time spent waiting for the model
   double prompt_ms = 0;  // prefill wall time
   double decode_ms = 0;  // first to last generated token
@@ -78,7 +94,13 @@ class GuildSession {
   const std::vector<int32_t>& history() const { return history_; }
   const KvCache& kv() const { return kv_; }
   const DecoderScratch& scratch() const { return scratch_; }
-  void reset() { history_.clear(); }
+  void reset() {
+    history_.clear();
+    if (mtp_) mtp_->truncate(0);
+  }
+  // The model's MTP block can draft this session's windows (a CPU session of
+  // a model with a nextn block).
+  bool has_mtp_drafter() const { return mtp_ != nullptr; }
 
   // Appends tokens (prefill) and writes logits (all rows, or the last).
   // Queues like a generation. Returns false with *error on invalid ids, a full
@@ -100,15 +122,23 @@ class GuildSession {
   // The same on the GPU for greedy decode: each row's argmax (first maximum)
   // into argmax_rows, no logits copied to the host. False on a device error.
   bool verify_window_argmax(std::span<const int32_t> window, int32_t* argmax_rows);
-  void commit(int base, int keep) { history_.resize(static_cast<size_t>(base + keep)); }
+  void commit(int base, int keep) {
+    history_.resize(static_cast<size_t>(base + keep));
+    if (mtp_) mtp_->truncate(base + keep);
+  }
   const float* window_logits(int row) const { return window_logits_.data() + static_cast<size_t>(row) * n_vocab_; }
 
  private:
   explicit GuildSession(GuildModel& model) : model_(model) {}
   bool check_tokens(std::span<const int32_t> tokens, size_t base, std::string* error) const;
+  // What a CPU pass gives the MTP drafter: nothing, its h rows fed chunk by
+  // chunk (prefill), or its h rows held for a feed after the commit (window).
+  enum class DrafterRows { None, Feed, Hold };
   // Runs tokens through the model in batches of at most max_batch_; logits of
   // the last token go to logits_ and, when all_logits is set, every row there.
-  bool forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel);
+  bool forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
+               DrafterRows drafter_rows = DrafterRows::None);
+  DecoderContext cpu_context();
   // Waits for this session's turn; fills res on failure.
   bool take_turn(const std::function<void(int)>& on_queue, uint64_t* ticket, GenerateResult* res);
 
@@ -136,6 +166,7 @@ class GuildSession {
   std::vector<float> logits_;         // [n_vocab] last row
   std::vector<float> window_logits_;  // [kMaxWindow][n_vocab]
   std::vector<int32_t> window_;       // scratch: the window's tokens
+  std::unique_ptr<MtpDrafter> mtp_;   // the model's nextn block with its own KV (CPU sessions)
   std::atomic<bool> cancel_{false};
 };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "models/decoder_forward.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/session.h"
 
 namespace guild {
@@ -27,6 +28,7 @@ SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_t
     const DecoderScratchSizes z = DecoderScratch::sizes(hp, m.max_tokens, n_ctx, std::max(1, n_threads));
     m.per_thread = z.per_thread_bytes();
     m.scratch = z.bytes() - m.per_thread;
+    if (hp.n_nextn > 0) m.drafter = MtpDrafter::bytes(hp, n_ctx, m.max_tokens, kv_type);
   }
   m.logits = static_cast<uint64_t>(1 + kMaxWindow) * static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
   m.history = static_cast<uint64_t>(n_ctx) * sizeof(int32_t);
@@ -50,6 +52,7 @@ json::Value SessionMemory::to_json() const {
   v.set("per_thread_bytes", static_cast<unsigned long long>(per_thread));
   v.set("logits_bytes", static_cast<unsigned long long>(logits));
   v.set("history_bytes", static_cast<unsigned long long>(history));
+  if (drafter > 0) v.set("drafter_bytes", static_cast<unsigned long long>(drafter));
   v.set("total_bytes", static_cast<unsigned long long>(total()));
   return v;
 }
@@ -57,7 +60,7 @@ json::Value SessionMemory::to_json() const {
 std::string SessionMemory::summary() const {
   return "KV cache " + byte_size_text(kv) + " + scratch " + byte_size_text(scratch) + " + per-thread buffers " +
          byte_size_text(per_thread) + " + logits " + byte_size_text(logits) + " + history " + byte_size_text(history) +
-         " = " + byte_size_text(total());
+         (drafter > 0 ? " + MTP drafter " + byte_size_text(drafter) : std::string()) + " = " + byte_size_text(total());
 }
 
 bool session_memory_fits(const SessionMemory& need, uint64_t limit, std::string* error) {

@@ -23,7 +23,8 @@ struct SessionMemory {
   uint64_t per_thread = 0;  // attention score rows, one slice per pool thread (all threads)
   uint64_t logits = 0;      // last row + the speculative window's rows
   uint64_t history = 0;     // the token history
-  uint64_t total() const { return kv + scratch + per_thread + logits + history; }
+  uint64_t drafter = 0;     // the MTP drafter: its block's KV + h rows (models with a nextn block, CPU)
+  uint64_t total() const { return kv + scratch + per_thread + logits + history + drafter; }
 
   json::Value to_json() const;
   // "KV 8 MiB + scratch 3 MiB + per-thread 1 MiB + logits 170 KiB + history 16 KiB = 12 MiB"
