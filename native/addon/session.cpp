@@ -97,6 +97,10 @@ class GenerateWorker : public PromiseWorker {
     }
     if (!(v = options.Get("specMax")).IsUndefined()) params_.spec_max = ArgInt32(v, "options.specMax", 1, 16);
     if (!(v = options.Get("specMinP")).IsUndefined()) params_.spec_min_p = static_cast<float>(ArgNumber(v, "options.specMinP"));
+    if (!(v = options.Get("specByCost")).IsUndefined()) {
+      if (!v.IsBoolean()) throw Napi::TypeError::New(env, "options.specByCost must be a boolean");
+      params_.spec_by_cost = v.As<Napi::Boolean>().Value() ? 1 : 0;
+    }
     if (!(params_.spec_min_p >= 0 && params_.spec_min_p <= 1)) throw Napi::RangeError::New(env, "options.specMinP must be in [0, 1]");
     if (s.temperature < 0) throw Napi::RangeError::New(env, "options.temperature must be >= 0");
     if (!(s.top_p > 0 && s.top_p <= 1)) throw Napi::RangeError::New(env, "options.topP must be in (0, 1]");

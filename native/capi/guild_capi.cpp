@@ -345,6 +345,7 @@ guild_generate_params guild_generate_params_default(void) {
   p.draft = GUILD_DRAFT_NONE;
   p.spec_max = 4;
   p.spec_min_p = 0.0f;
+  p.spec_by_cost = 1;
   return p;
 }
 
@@ -389,6 +390,8 @@ guild_status guild_generate(guild_session* session, const guild_generate_params*
       req.speculative.max_window = params->spec_max;
       req.speculative.min_p = params->spec_min_p;
     }
+    if (params->struct_size >= offsetof(guild_generate_params, spec_by_cost) + sizeof(params->spec_by_cost))
+      req.speculative.by_cost = params->spec_by_cost != 0;
     if (params->on_token) {
       auto cb = params->on_token;
       void* user = params->user;

@@ -41,7 +41,7 @@ struct Run {
 };
 
 Run generate(GuildSession& s, const std::vector<int32_t>& prompt, int n, DraftMode mode, int max_window = 4,
-             float min_p = 0.0f, SamplingParams sampling = {}) {
+             float min_p = 0.0f, SamplingParams sampling = {}, bool by_cost = false) {
   Run run;
   GenerateRequest req;
   req.prompt = prompt;
@@ -50,6 +50,7 @@ Run generate(GuildSession& s, const std::vector<int32_t>& prompt, int n, DraftMo
   req.speculative.mode = mode;
   req.speculative.max_window = max_window;
   req.speculative.min_p = min_p;
+  req.speculative.by_cost = by_cost;
   req.on_window = [&run](std::span<const int32_t> d, int a) {
     run.drafts.emplace_back(d.begin(), d.end());
     run.accepted.push_back(a);
@@ -134,15 +135,22 @@ TEST(greedy_with_mtp_equals_greedy_without) {
       REQUIRE(plain_s);
       const std::vector<int32_t> plain = generate(*plain_s, prompt, 40, DraftMode::None).result.tokens;
       REQUIRE(plain.size() == 40);
-      const std::pair<int, float> settings[] = {{2, 0.0f}, {4, 0.0f}, {16, 0.0f}, {4, 0.2f}};
-      for (const auto& [window, min_p] : settings) {
+      struct Setting { int window; float min_p; bool by_cost; };
+      const Setting settings[] = {{2, 0.0f, false}, {4, 0.0f, false}, {16, 0.0f, false}, {4, 0.2f, false}, {8, 0.0f, true}};
+      for (const auto& [window, min_p, by_cost] : settings) {
         {
           auto s = GuildSession::create(*m, 512, &err);
           REQUIRE(s && s->has_mtp_drafter());
-          Run r = generate(*s, prompt, 40, DraftMode::Mtp, window, min_p);
-          CHECK_MSG(r.result.tokens == plain, "%s/%s window %d min_p %.1f: differs from plain greedy", name,
-                    p["name"].as_string().c_str(), window, min_p);
-          if (min_p == 0.0f) CHECK(r.result.n_drafted > 0);
+          Run r = generate(*s, prompt, 40, DraftMode::Mtp, window, min_p, {}, by_cost);
+          CHECK_MSG(r.result.tokens == plain, "%s/%s window %d min_p %.1f%s: differs from plain greedy", name,
+                    p["name"].as_string().c_str(), window, min_p, by_cost ? " by cost" : "");
+          if (by_cost) {
+            // The first drafting request measured this model's window costs
+            // (how many drafts they allow depends on this machine's timings).
+            CHECK(m->window_costs().valid && m->window_costs().verify_ms[1] > 0 && m->window_costs().verify_ms[8] > 0);
+          } else if (min_p == 0.0f) {
+            CHECK(r.result.n_drafted > 0);
+          }
           CHECK(r.result.n_windows + r.result.n_accepted == 40);
           CHECK(std::string(r.result.drafter) == "mtp");
         }

@@ -30,7 +30,8 @@ const char* kUsage =
     "                   [--prompt-file FILE] [--warmup N]\n"
     "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
     "                   [--gpu-peers cuda:N,...] [--gpu-peer-budget-gib X]\n"
-    "                   [--draft none|mtp] [--spec-max S] [--spec-min-p P] [--window-costs]\n"
+    "                   [--draft none|mtp] [--spec-max S] [--spec-min-p P] [--spec-rule cost|confidence]\n"
+    "                   [--window-costs]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
     "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps, and the\n"
     "             decode graphs of the timed steps' positions captured\n"
@@ -40,7 +41,9 @@ const char* kUsage =
     "  --gpu-peers: peer GPUs, each with an expert cache of its own (--gpu-peer-budget-gib X each)\n"
     "  --draft mtp: the model's MTP block drafts windows of up to S tokens (--spec-max, default 4) while\n"
     "             its top-1 probability stays >= P (--spec-min-p, default 0); each rep times a run\n"
-    "             without drafts and one with them, on the same prompt (speedup = their ratio)\n"
+    "             without drafts and one with them, on the same prompt (speedup = their ratio);\n"
+    "             --spec-rule confidence drafts while p >= P only (llama.cpp's rule), cost (default) also\n"
+    "             stops where the measured window costs say a longer window loses\n"
     "  --window-costs: the verifier's cost of a window of T tokens against T single steps, T = 1..S\n";
 
 json::Value stats(std::vector<double> v) {
@@ -96,7 +99,7 @@ double ram_read_gbps(ThreadPool& pool) {
 int main(int argc, char** argv) {
   tools::Args args;
   if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup",
-                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib", "draft", "spec-max", "spec-min-p"},
+                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib", "draft", "spec-max", "spec-min-p", "spec-rule"},
                   {"experts-cpu", "window-costs"},
                   kUsage))
     return 2;
@@ -125,6 +128,9 @@ int main(int argc, char** argv) {
   spec.max_window = static_cast<int>(args.get_int("spec-max", 4));
   spec.min_p = args.has("spec-min-p") ? std::stof(args.get("spec-min-p")) : 0.0f;
   if (spec.max_window < 1 || spec.max_window > kMaxWindow) tools::die("--spec-max must be within 1..16");
+  const std::string rule = args.get("spec-rule", "cost");
+  if (rule != "cost" && rule != "confidence") tools::die("--spec-rule must be cost or confidence");
+  spec.by_cost = rule == "cost";
   if (!(spec.min_p >= 0.0f && spec.min_p <= 1.0f)) tools::die("--spec-min-p must be within [0, 1]");
 
   LoadOptions opt;
@@ -229,6 +235,19 @@ int main(int argc, char** argv) {
     speculative.set("drafter", "mtp");
     speculative.set("spec_max", spec.max_window);
     speculative.set("spec_min_p", spec.min_p);
+    speculative.set("spec_rule", rule);
+    if (model->window_costs().valid) {
+      json::Value costs = json::Value::array();
+      for (int T = 1; T <= WindowCosts::kMaxT; ++T)
+        if (model->window_costs().verify_ms[static_cast<size_t>(T)] > 0) {
+          json::Value row = json::Value::object();
+          row.set("tokens", T);
+          row.set("ms", model->window_costs().verify_ms[static_cast<size_t>(T)]);
+          costs.push_back(std::move(row));
+        }
+      speculative.set("calibrated_window_ms", std::move(costs));
+      speculative.set("calibrated_draft_step_ms", model->window_costs().draft_step_ms);
+    }
     speculative.set("drafted", drafted);
     speculative.set("accepted", accepted);
     speculative.set("windows", windows);

@@ -198,6 +198,8 @@ typedef struct guild_generate_params {
   guild_draft_mode draft;  /* default GUILD_DRAFT_NONE */
   int32_t spec_max;        /* S: the last token + up to S-1 drafts per window, 1..16 (default 4) */
   float spec_min_p;        /* drafting stops at a draft whose probability is below this, 0..1 (default 0) */
+  int32_t spec_by_cost;    /* 1 (default): also stop where the measured window costs say one more
+                            * draft lowers the expected tokens per ms; 0: confidence only */
 } guild_generate_params;
 
 GUILD_API guild_generate_params guild_generate_params_default(void);

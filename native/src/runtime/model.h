@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/window_costs.h"
 #include "artifact/gguf.h"
 #include "core/json.h"
 #include "core/kernel_table.h"
@@ -112,6 +113,10 @@ class GuildModel {
   const gguf::ModelFiles& files() const { return *files_; }
   const ModelHparams& hparams() const { return hp_; }
   const ModelWeights& weights() const { return weights_; }
+  // The speculative window's measured costs in this placement (set by the
+  // first drafting request; read and written only inside a queue turn).
+  const WindowCosts& window_costs() const { return window_costs_; }
+  void set_window_costs(const WindowCosts& c) { window_costs_ = c; }
   // The layers as executor steps (models/recipe.h), built at load stage 10.
   const ModelRecipe& recipe() const { return recipe_; }
   const CpuKernelTable& kernels() const { return *kernels_; }
@@ -174,6 +179,7 @@ class GuildModel {
   ModelRecipe recipe_;
   ModelHparams hp_;
   ModelWeights weights_;
+  WindowCosts window_costs_;
   const CpuKernelTable* kernels_ = nullptr;
   std::shared_ptr<const ModelExecutionState> exec_;
   std::unique_ptr<Vocab> vocab_;

@@ -74,12 +74,16 @@ void MtpDrafter::feed(const DecoderContext& trunk, const int32_t* tokens, int n,
   }
 }
 
-int MtpDrafter::draft(const DecoderContext& trunk, int32_t last, int pos, int max, float min_p, DraftStep* out) {
+int MtpDrafter::draft(const DecoderContext& trunk, int32_t last, int pos, int max, float min_p, const WindowCosts* costs,
+                      DraftStep* out) {
   if (max <= 0 || fed_ != pos || h_pos_ != pos - 1) return 0;
   const DecoderContext c = context(trunk);
   int n = 0;
   int32_t token = last;
+  double yield = 1.0, all_accepted = 1.0;  // E(n) and Π p of the drafts so far
   for (int i = 0; i < max; ++i) {
+    // Before paying for another step: would it pay if as confident as the last?
+    if (costs && n > 0 && !window_grows(*costs, n, yield, all_accepted * out[n - 1].p_top1)) break;
     // Row i: (token, h) at pos + i; row 0 is the verified row at pos as well.
     const float* h_prev = i == 0 ? h_.data() : step_h_.data();
     nextn_forward(c, &token, h_prev, 1, pos + i, logits_.data(), step_h_.data());
@@ -90,6 +94,9 @@ int MtpDrafter::draft(const DecoderContext& trunk, int32_t last, int pos, int ma
     for (int v = 0; v < n_vocab_; ++v) sum += std::exp(static_cast<double>(logits_[v]) - top);
     const float p = sum > 0.0 && std::isfinite(top) ? static_cast<float>(1.0 / sum) : 0.0f;
     if (p < min_p) break;
+    if (costs && !window_grows(*costs, n, yield, all_accepted * p)) break;
+    all_accepted *= p;
+    yield += all_accepted;
     out[n++] = DraftStep{best, p};
     token = best;
   }

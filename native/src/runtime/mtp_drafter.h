@@ -18,6 +18,7 @@
 
 #include "models/decoder_forward.h"
 #include "runtime/kv_cache.h"
+#include "runtime/window_costs.h"
 
 namespace guild {
 
@@ -46,9 +47,11 @@ class MtpDrafter {
   void feed(const DecoderContext& trunk, const int32_t* tokens, int n, int pos0);
 
   // Drafts up to max tokens following `last` at position pos (needs
-  // fed == pos): stops before a draft whose probability is below min_p.
-  // Returns the number written to out.
-  int draft(const DecoderContext& trunk, int32_t last, int pos, int max, float min_p, DraftStep* out);
+  // fed == pos): stops before a draft whose probability is below min_p and,
+  // with costs, where one more draft would lower the expected tokens per ms
+  // (window_grows). Returns the number written to out.
+  int draft(const DecoderContext& trunk, int32_t last, int pos, int max, float min_p, const WindowCosts* costs,
+            DraftStep* out);
 
   int fed() const { return fed_; }
 

@@ -186,6 +186,38 @@ bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, b
   return true;
 }
 
+void GuildSession::calibrate_windows(int32_t last) {
+  WindowCosts c;
+  const int base = n_past();
+  const DecoderContext cpu = cpu_context();
+  // Windows of real history tokens (their experts differ as drafts' would),
+  // each size twice, the faster kept (noise only adds time).
+  std::vector<int32_t> w;
+  for (int T : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    if (base + T > n_ctx_ || T > kMaxWindow) break;
+    w.assign(1, last);
+    for (int i = 1; i < T; ++i) w.push_back(history_.empty() ? last : history_[(base - i + history_.size()) % history_.size()]);
+    double best = 0.0;
+    for (int rep = 0; rep < 2; ++rep) {
+      const auto t0 = Clock::now();
+      forward(w, window_logits_.data(), false, mtp_ ? DrafterRows::Hold : DrafterRows::None);
+      const double ms = ms_since(t0);
+      commit(base, 0);
+      best = rep == 0 ? ms : std::min(best, ms);
+    }
+    c.verify_ms[static_cast<size_t>(T)] = best;
+  }
+  if (mtp_ && base + 3 <= n_ctx_) {
+    DraftStep steps[3];
+    const auto t0 = Clock::now();
+    const int n = mtp_->draft(cpu, last, base, 3, 0.0f, nullptr, steps);
+    if (n > 0) c.draft_step_ms = ms_since(t0) / n;
+    mtp_->truncate(base);
+  }
+  c.valid = c.verify_ms[1] > 0;
+  model_.set_window_costs(c);
+}
+
 void GuildSession::verify_window(std::span<const int32_t> window) {
   forward(window, window_logits_.data(), false);
 }
@@ -338,6 +370,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   const DecoderContext cpu = cpu_context();
   if (req.drafter.draft) res.drafter = "caller";
   else if (use_mtp) res.drafter = "mtp";
+  if (use_mtp && spec.by_cost && !model_.window_costs().valid) calibrate_windows(last);
+  const WindowCosts* costs = use_mtp && spec.by_cost ? &model_.window_costs() : nullptr;
   const bool device_greedy = model_.gpu() && sampler.plain_argmax();
   res.stop = StopReason::Length;
   bool done = res.tokens.size() >= static_cast<size_t>(req.max_new_tokens);
@@ -356,7 +390,7 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
       if (max_d > 0) n_drafts = std::clamp(req.drafter.draft(req.drafter.ctx, history_, last, max_d, drafts), 0, max_d);
     } else if (use_mtp) {
       const int max_d = static_cast<int>(std::min<size_t>({static_cast<size_t>(spec.max_window - 1), room - 1, still - 1}));
-      n_drafts = mtp_->draft(cpu, last, base, max_d, spec.min_p, draft_steps);
+      n_drafts = mtp_->draft(cpu, last, base, max_d, spec.min_p, costs, draft_steps);
       for (int i = 0; i < n_drafts; ++i) drafts[i] = draft_steps[i].token;
     }
     window_.assign(1, last);

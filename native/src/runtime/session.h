@@ -45,6 +45,10 @@ struct SpeculativeParams {
   DraftMode mode = DraftMode::None;
   int max_window = 4;   // S: the last accepted token + up to S - 1 drafts (1..kMaxWindow)
   float min_p = 0.0f;   // the window grows while the drafter's top-1 probability stays >= this
+  // And while the measured window costs say one more draft raises the
+  // expected tokens per ms (runtime/window_costs.h); off: confidence only
+  // (llama.cpp's draft-mtp rule).
+  bool by_cost = true;
 };
 
 struct GenerateRequest {
@@ -139,6 +143,10 @@ class GuildSession {
   bool forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
                DrafterRows drafter_rows = DrafterRows::None);
   DecoderContext cpu_context();
+  // Measures the verifier's cost of windows of 1..16 rows and one drafter
+  // step at the current position (everything rolled back) into the model's
+  // WindowCosts. `last`: the token the next window starts with.
+  void calibrate_windows(int32_t last);
   // Waits for this session's turn; fills res on failure.
   bool take_turn(const std::function<void(int)>& on_queue, uint64_t* ticket, GenerateResult* res);
 
