@@ -29,18 +29,20 @@ export async function packBuiltPackage(name: string, archive: string): Promise<v
   if (!r.ok) throw new Error(`cannot pack ${name}: ${r.message}`);
 }
 
-function requiresCuda(name: string): boolean {
+/** Whether the package asks for hardware this machine may lack (a CUDA driver, CPU features). */
+function requiresHardware(name: string): boolean {
   const manifest = JSON.parse(readFileSync(path.join(builtPackagesDir, name, `${name}.gkmetadata`), "utf8")) as {
-    requires?: { cuda_driver?: string; cuda_compute_capability?: string };
+    requires?: { cuda_driver?: string; cuda_compute_capability?: string; cpu_features?: string[] };
   };
-  return Boolean(manifest.requires?.cuda_driver ?? manifest.requires?.cuda_compute_capability);
+  const r = manifest.requires;
+  return Boolean(r?.cuda_driver ?? r?.cuda_compute_capability) || (r?.cpu_features?.length ?? 0) > 0;
 }
 
 /**
  * Installs every built package into `dir` (archives go to `workDir`);
- * returns their names. A GPU package the store refuses as unusable here (the
- * cuda package where no CUDA driver exists) is left out; any other failure
- * throws.
+ * returns their names. A package the store refuses as unusable on this
+ * machine (the cuda package where no CUDA driver exists, cpu-avx512 on a CPU
+ * without AVX-512) is left out; any other failure throws.
  */
 export async function installBuiltPackages(dir: string, workDir: string): Promise<string[]> {
   const svc = new PackageService({ dir });
@@ -50,7 +52,7 @@ export async function installBuiltPackages(dir: string, workDir: string): Promis
     const archive = path.join(workDir, `${name}.gkpkg`);
     await packBuiltPackage(name, archive);
     const r = await svc.install(archive);
-    if (!r.ok && r.code === "unsupported" && requiresCuda(name)) continue;
+    if (!r.ok && r.code === "unsupported" && requiresHardware(name)) continue;
     if (!r.ok) throw new Error(`cannot install ${name}: ${r.message}`);
     names.push(name);
   }

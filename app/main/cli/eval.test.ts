@@ -34,9 +34,12 @@ const f32MaxAbs = 1e-3;
 // BF16/F16 masters: a 1-ulp difference upstream flips a 16-bit activation
 // rounding (2^-9 relative) now and then; llama.cpp's own batch and
 // one-token-at-a-time runs of these prompts differ by 0.04-0.07
-// (tolerances.json, batch_vs_sequential). Same rule as test_runtime_fixtures.
+// (tolerances.json, batch_vs_sequential). The rms bound is the fixtures'
+// criterion (README: F16/BF16 rms <= 0.05): the result depends on the dot's
+// summation order (AVX-512 BF16, as the reference run: max 0.042; AVX2 and
+// generic: max 0.089, rms 0.025). Same rule as test_runtime_fixtures.
 const halfMaxAbs = 0.1;
-const halfRmsPerPosition = 0.02;
+const halfRmsPerPosition = 0.05;
 const f32DefaultSettingsExtra = 0.02;
 const routerMarginLimit = 0.05;
 const quantRmsPerPosition = 0.5;
