@@ -1,6 +1,7 @@
 // The C ABI (include/guild/guild.h) over GuildModel / GuildSession. Every entry
 // point catches everything: nothing throws across this boundary.
 #include "guild/guild.h"
+#include "guild/guild_testing.h"
 
 #include <cmath>
 #include <cstddef>

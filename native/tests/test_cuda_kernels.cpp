@@ -31,6 +31,7 @@
 
 #include "check.h"
 #include "core/fp16.h"
+#include "core/tuning.h"
 #include "core/kernel_table.h"
 #include "core/quant_blocks.h"
 #include "core/tensor_type.h"
@@ -75,7 +76,10 @@ void need_gpu() {
     std::string why;
     if (!gc::cuda_available(&why)) check::skip_all(why);
     cudaSetDevice(0);
-    return gc::kernels_init() == cudaSuccess;
+    // The knobs as the runtime reads them: test_cuda_kernels_gemm_tile_path
+    // runs this file with GUILD_GEMM_DIRECT=0 (the tile path for every type).
+    const guild::Tuning& t = guild::tuning();
+    return gc::kernels_init(gc::KernelSwitches{t.cuda_pdl, t.gemm_direct}) == cudaSuccess;
   }();
   if (!ok) check::skip_all("kernels_init failed");
 }

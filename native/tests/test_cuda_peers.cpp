@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "check.h"
+#include "core/tuning.h"
 #include "cuda_test_util.h"
 #include "core/json.h"
 #include "runtime/gpu_execution.h"
@@ -87,8 +88,11 @@ void check_split(const std::string& peers, bool stand_in, const char* label) {
   // GPU's share of the CPU's choices (read from host memory) is the same in
   // both: that share is planned from timings each load measures, which
   // another process on the device moves. Held at 0 here (no re-plan either).
-  ::setenv("GUILD_GPU_HOST_CHOICES", "0", 1);
-  struct Unset { ~Unset() { ::unsetenv("GUILD_GPU_HOST_CHOICES"); } } unset;
+  const Tuning saved = tuning();
+  Tuning held = saved;
+  held.gpu_host_choices = 0;
+  set_tuning(held);
+  struct Restore { Tuning t; ~Restore() { set_tuning(t); } } restore{saved};
   for (const char* name : kModels) {
     const std::string path = fx + "/models/" + name + ".gguf";
     if (!fs::exists(path)) continue;

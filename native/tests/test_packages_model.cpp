@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/tuning.h"
 #include "check.h"
 #include "core/cpu_features.h"
 #include "packages/archive.h"
@@ -290,9 +291,13 @@ TEST(load_fails_clearly_without_a_usable_cpu_package) {
 
 TEST(force_kernels_picks_among_the_loaded_packages) {
   if (!cpu_features().has_avx2_table_isa()) SKIP_TEST("this CPU lacks AVX2+FMA+F16C");
-  if (std::getenv("GUILD_FORCE_KERNELS")) SKIP_TEST("GUILD_FORCE_KERNELS is set");
+  if (!tuning().force_kernels.empty()) SKIP_TEST("GUILD_FORCE_KERNELS is set");
   const std::string dir = make_store();
-  ::setenv("GUILD_FORCE_KERNELS", "cpu-generic", 1);
+  // The knob as guild-bench sets it (core/tuning.h; GUILD_FORCE_KERNELS is read once).
+  const Tuning saved = tuning();
+  Tuning forced = saved;
+  forced.force_kernels = "cpu-generic";
+  set_tuning(forced);
   {
     auto m = load(dir);
     REQUIRE(m);
@@ -301,7 +306,8 @@ TEST(force_kernels_picks_among_the_loaded_packages) {
     CHECK(stage(prof, "packages")["detail"]["cpu_source"].as_string() == "package");
   }
   // Not among the loaded packages: ignored, with a fallback entry.
-  ::setenv("GUILD_FORCE_KERNELS", "cpu-nonexistent", 1);
+  forced.force_kernels = "cpu-nonexistent";
+  set_tuning(forced);
   {
     auto m = load(dir);
     REQUIRE(m);
@@ -312,7 +318,7 @@ TEST(force_kernels_picks_among_the_loaded_packages) {
       fb = fb || f["reason"].as_string().find("GUILD_FORCE_KERNELS=cpu-nonexistent ignored") != std::string::npos;
     CHECK(fb);
   }
-  ::unsetenv("GUILD_FORCE_KERNELS");
+  set_tuning(saved);
 }
 
 TEST(a_load_refuses_when_the_packages_cannot_be_decided) {

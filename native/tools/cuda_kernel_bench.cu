@@ -21,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/tuning.h"
 #include "core/fp16.h"
 #include "core/tensor_type.h"
 #include "cuda/cuda_kernels.h"
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, cc %d.%d, %d SMs, L2 %.0f MiB, %.1f GiB\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, prop.totalGlobalMem / 1073741824.0);
-  CK(gc::kernels_init());
+  CK(gc::kernels_init(gc::KernelSwitches{guild::tuning().cuda_pdl, guild::tuning().gemm_direct}));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tuning.h"
 #include "core/json.h"
 #include "runtime/gpu_execution.h"
 #include "runtime/model.h"
@@ -31,7 +32,7 @@ const char* kUsage =
     "                   [--gpu auto|cpu|cuda:N] [--gpu-budget-gib X] [--experts-cpu] [--no-online-policy]\n"
     "                   [--gpu-peers cuda:N,...] [--gpu-peer-budget-gib X]\n"
     "                   [--draft none|mtp] [--spec-max S] [--spec-min-p P] [--spec-rule cost|confidence]\n"
-    "                   [--window-costs]\n"
+    "                   [--window-costs] [--tuning knob=value,...]\n"
     "  --prompt-file: the prompt's token ids (whitespace or comma separated) instead of random ones\n"
     "  --warmup N: before timing, one untimed generation of N prompt tokens + 4 decode steps, and the\n"
     "             decode graphs of the timed steps' positions captured\n"
@@ -44,7 +45,10 @@ const char* kUsage =
     "             without drafts and one with them, on the same prompt (speedup = their ratio);\n"
     "             --spec-rule confidence drafts while p >= P only (llama.cpp's rule), cost (default) also\n"
     "             stops where the measured window costs say a longer window loses\n"
-    "  --window-costs: the verifier's cost of a window of T tokens against T single steps, T = 1..S\n";
+    "  --window-costs: the verifier's cost of a window of T tokens against T single steps, T = 1..S\n"
+    "  --tuning: A/B knobs (core/tuning.h; over their GUILD_* environment variables), e.g.\n"
+    "             cuda_graphs=0,cuda_fused=0,cuda_pdl=0,gemm_direct=0,pool_hold=0,pin_experts=0,\n"
+    "             staging_ring_mib=N,prefill_stream_min=N,gpu_host_choices=N,force_kernels=NAME\n";
 
 json::Value stats(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -99,7 +103,7 @@ double ram_read_gbps(ThreadPool& pool) {
 int main(int argc, char** argv) {
   tools::Args args;
   if (!args.parse(argc, argv, {"model", "threads", "prompt-tokens", "gen-tokens", "reps", "ctx", "kv", "seed", "profile-out", "prompt-file", "warmup",
-                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib", "draft", "spec-max", "spec-min-p", "spec-rule"},
+                   "gpu", "gpu-budget-gib", "gpu-peers", "gpu-peer-budget-gib", "draft", "spec-max", "spec-min-p", "spec-rule", "tuning"},
                   {"experts-cpu", "window-costs"},
                   kUsage))
     return 2;
@@ -133,6 +137,12 @@ int main(int argc, char** argv) {
   spec.by_cost = rule == "cost";
   if (!(spec.min_p >= 0.0f && spec.min_p <= 1.0f)) tools::die("--spec-min-p must be within [0, 1]");
 
+  if (args.has("tuning")) {
+    Tuning t = tuning();
+    std::string terr;
+    if (!parse_tuning(args.get("tuning"), &t, &terr)) tools::die("--tuning: " + terr);
+    set_tuning(t);
+  }
   LoadOptions opt;
   opt.n_threads = static_cast<int>(args.get_int("threads", 0));
   opt.n_ctx = static_cast<int>(args.get_int("ctx", n_prompt + n_gen + 8));
@@ -356,6 +366,7 @@ int main(int argc, char** argv) {
   out.set("ctx", opt.n_ctx);
   out.set("kv", opt.kv_type == KvType::F32 ? "f32" : "f16");
   out.set("warmup_tokens", n_warmup);
+  out.set("tuning", tuning_summary(tuning()));  // knobs off their defaults ("" = none)
   out.set("load_ms", load_ms);
   out.set("prompt_tokens_per_s", stats(pp));
   if (!tg.empty()) out.set("decode_tokens_per_s", stats(tg));

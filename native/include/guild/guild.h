@@ -238,10 +238,6 @@ GUILD_API int32_t guild_model_ready(const guild_model* model);
 /* Who pins which kernel provider: JSON [{"provider":…,"holder":…}, …]. */
 GUILD_API char* guild_leases_json(void);
 
-/* TEST ONLY: the model's next generation fails after its first device work,
- * as a device error would (readiness then stays false). Never used by the app. */
-GUILD_API void guild_testing_inject_fault(guild_model* model);
-
 /* ---- kernel packages (docs/PACKAGES.md) ------------------------------------ */
 /* dir: a packages directory; null or "" = the default ($GUILD_PACKAGES_DIR,
  * else $XDG_DATA_HOME/guild/packages, else ~/.local/share/guild/packages). */

@@ -25,6 +25,7 @@
 namespace guild::cuda {
 
 cudaError_t gemm_kernels_init();
+void set_gemm_direct_frags(bool on);
 
 namespace {
 
@@ -636,12 +637,13 @@ std::atomic<int> g_pdl{-1};
 
 bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed) == 1; }
 
-cudaError_t kernels_init() {
+cudaError_t kernels_init(const KernelSwitches& switches) {
+  set_gemm_direct_frags(switches.gemm_direct);
   cudaError_t err = gemm_kernels_init();
   if (err != cudaSuccess) return err;
   if ((err = quant_tables_init()) != cudaSuccess) return err;
   // Programmatic dependent launch: on when every device initialised so far
-  // has compute capability 9.0+ (GUILD_CUDA_PDL=0 turns it off, for measuring).
+  // has compute capability 9.0+ (switches.pdl false turns it off, for measuring).
   int dev = 0, major = 0;
   if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
@@ -651,8 +653,7 @@ cudaError_t kernels_init() {
   // kernel of the package is built for the same architectures: one stands for all).
   cudaFuncAttributes fa{};
   if ((err = cudaFuncGetAttributes(&fa, attn_decode_kernel<128, 1>)) != cudaSuccess) return err;
-  const char* env = std::getenv("GUILD_CUDA_PDL");
-  const bool on = major >= 9 && fa.ptxVersion >= 90 && !(env && std::string(env) == "0");
+  const bool on = major >= 9 && fa.ptxVersion >= 90 && switches.pdl;
   int cur = g_pdl.load();
   while (!g_pdl.compare_exchange_weak(cur, (cur == -1 || cur == 1) && on ? 1 : 0)) {
   }

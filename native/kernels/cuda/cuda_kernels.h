@@ -96,7 +96,13 @@ bool attention_head_dim_supported(int head_dim, bool prefill);
 // fills the device's IQ grids (synchronous copies). Called once per device
 // before the first launch (CudaDecoder::create does); the launchers raise the
 // limits themselves too, but the grid types need it (and never inside a graph capture).
-cudaError_t kernels_init();
+// The switches are the runtime's A/B knobs for the kernels (core/tuning.h, passed
+// in through DecoderOptions): a device with PDL off anywhere turns it off for all.
+struct KernelSwitches {
+  bool pdl = true;          // programmatic dependent launch where every device has sm_90+
+  bool gemm_direct = true;  // the GEMM's direct fragment loads (off: the tile path for every type)
+};
+cudaError_t kernels_init(const KernelSwitches& switches = KernelSwitches{});
 
 // ---- activations ------------------------------------------------------------------
 

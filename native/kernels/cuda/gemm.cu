@@ -13,6 +13,7 @@
 // Grouped experts (MOE): blockIdx.y walks the device-side tile list
 // (expert, 32-slot tile); the activation rows are gathered by slot.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "quant_tables.h"
@@ -231,14 +232,9 @@ template <> struct Frag<kQ8_0> {
   }
 };
 
-// GUILD_GEMM_DIRECT=0 sends every type through the tile path (for A/B runs).
-bool direct_frags_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("GUILD_GEMM_DIRECT");
-    return !(env && env[0] == '0');
-  }();
-  return on;
-}
+// KernelSwitches::gemm_direct false sends every type through the tile path (for A/B runs).
+std::atomic<bool> g_direct_frags{true};
+bool direct_frags_enabled() { return g_direct_frags.load(std::memory_order_relaxed); }
 
 template <uint32_t T, int BN, bool DIRECT>
 constexpr size_t mma_smem_bytes() {
@@ -766,6 +762,8 @@ cudaError_t moe_gemm_glu(const DevMatrix& gate, const DevMatrix& up, const ActVi
   set_groups(g, act_div, p);
   return launch_gemm<true, true>(gate, p, 0, static_cast<unsigned>(g.max_tiles), s);
 }
+
+void set_gemm_direct_frags(bool on) { g_direct_frags.store(on, std::memory_order_relaxed); }
 
 cudaError_t gemm_kernels_init() {
   cudaError_t err = cudaSuccess;

@@ -154,7 +154,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
     *error = "CUDA decoder: device " + std::to_string(options.device) + " has compute capability < 8.0";
     return nullptr;
   }
-  if ((e = kernels_init()) != cudaSuccess) return bail("kernels_init", e);
+  if ((e = kernels_init(KernelSwitches{options.pdl, options.gemm_direct})) != cudaSuccess) return bail("kernels_init", e);
   if ((e = cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking)) != cudaSuccess) return bail("cudaStreamCreate", e);
 
   // Weights: one allocation, each tensor copied as it is (rows padded to 16 bytes).
@@ -328,7 +328,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
   I.d_argmax = a.take<int32_t>(T);
   I.argmax_work = a.take<uint64_t>(argmax_workspace_bytes(L.logits_rows) / sizeof(uint64_t));
   I.route_counter = a.take<uint32_t>(1);
-  if (const char* env = std::getenv("GUILD_CUDA_FUSED"); env && std::string(env) == "0") I.fused = false;
+  I.fused = options.fused;
   if (hp.n_expert > 0) {
     I.groups.ids = a.take<int32_t>(T * K);
     I.groups.weights = a.take<float>(T * K);

@@ -100,7 +100,8 @@ bool CudaDecoder::Impl::create_peers(const ModelWeights& w, std::string* error) 
         cudaGetLastError();
       }
       if ((e = cudaSetDevice(po.device)) != cudaSuccess) return bail("cudaSetDevice (" + who + ")", e);
-      if ((e = kernels_init()) != cudaSuccess) return bail("kernels_init (" + who + ")", e);
+      if ((e = kernels_init(KernelSwitches{opt.pdl, opt.gemm_direct})) != cudaSuccess)
+        return bail("kernels_init (" + who + ")", e);
       if (cudaDeviceCanAccessPeer(&can, po.device, opt.device) == cudaSuccess && can) {
         e = cudaDeviceEnablePeerAccess(opt.device, 0);
         cudaGetLastError();

@@ -18,7 +18,7 @@
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 4;
+inline constexpr uint32_t kBackendAbi = 5;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {
@@ -62,6 +62,10 @@ struct DecoderOptions {
   int n_ctx = 4096;
   int max_tokens = 512;
   bool use_graphs = true;
+  // The kernels' A/B switches (core/tuning.h: cuda_fused, cuda_pdl, gemm_direct).
+  bool fused = true;
+  bool pdl = true;
+  bool gemm_direct = true;
   std::vector<int> expert_cache_slots;  // hybrid: per-layer GPU expert cache size; empty = all resident
   CpuExperts cpu;
   bool stream_prefill = true;

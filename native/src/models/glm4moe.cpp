@@ -156,11 +156,7 @@ bool bind_glm4moe_experts(TensorBinder& b, const ModelHparams& hp, ModelWeights*
   if (!bind_standard_experts(b, hp, w, error)) return false;
   for (int j = 0; j < hp.n_nextn; ++j) {
     const int l = hp.n_layer + j;
-    LayerWeights& L = w->nextn[static_cast<size_t>(j)].block;
-    const bool ok = b.experts(blk(l, "ffn_gate_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.gate_exps) &&
-                    b.experts(blk(l, "ffn_up_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.up_exps) &&
-                    b.experts(blk(l, "ffn_down_exps.weight"), hp.n_ff_exp, hp.n_embd, hp.n_expert, &L.down_exps);
-    if (!ok) {
+    if (!bind_layer_experts(b, hp, l, &w->nextn[static_cast<size_t>(j)].block)) {
       *error = b.error();
       return false;
     }

@@ -66,6 +66,9 @@ bool bind_attention(TensorBinder& b, const ModelHparams& hp, int l, bool qkv_bia
 // Binds token_embd, output_norm, output (tied if absent), per-layer attention,
 // norms, routers (MoE layers: blk.N.ffn_gate_inp exists) and dense FFNs.
 bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);
+// Binds layer l's ffn_{gate,up,down}_exps (block index l: a trunk layer or an
+// MTP block after them); false with b.error() set.
+bool bind_layer_experts(TensorBinder& b, const ModelHparams& hp, int l, LayerWeights* L);
 // Binds ffn_{gate,up,down}_exps of every MoE layer.
 bool bind_standard_experts(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error);
 

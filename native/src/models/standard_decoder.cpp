@@ -146,14 +146,17 @@ bool bind_standard_dense(TensorBinder& b, const ModelHparams& hp, ModelWeights* 
   return ok;
 }
 
+bool bind_layer_experts(TensorBinder& b, const ModelHparams& hp, int l, LayerWeights* L) {
+  return b.experts(blk(l, "ffn_gate_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L->gate_exps) &&
+         b.experts(blk(l, "ffn_up_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L->up_exps) &&
+         b.experts(blk(l, "ffn_down_exps.weight"), hp.n_ff_exp, hp.n_embd, hp.n_expert, &L->down_exps);
+}
+
 bool bind_standard_experts(TensorBinder& b, const ModelHparams& hp, ModelWeights* w, std::string* error) {
   bool ok = true;
   for (int l = 0; ok && l < hp.n_layer; ++l) {
     LayerWeights& L = w->layers[l];
-    if (!L.is_moe()) continue;
-    ok = b.experts(blk(l, "ffn_gate_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.gate_exps) &&
-         b.experts(blk(l, "ffn_up_exps.weight"), hp.n_embd, hp.n_ff_exp, hp.n_expert, &L.up_exps) &&
-         b.experts(blk(l, "ffn_down_exps.weight"), hp.n_ff_exp, hp.n_embd, hp.n_expert, &L.down_exps);
+    if (L.is_moe()) ok = bind_layer_experts(b, hp, l, &L);
   }
   if (!ok) *error = b.error();
   return ok;

@@ -1,4 +1,5 @@
 #include "runtime/gpu_execution.h"
+#include "core/tuning.h"
 
 #include <algorithm>
 #include <chrono>
@@ -65,10 +66,13 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.device = opt_.device;
   o.n_ctx = opt_.n_ctx;
   o.max_tokens = opt_.max_tokens;
-  o.use_graphs = opt_.use_graphs;
-  // GUILD_CUDA_GRAPHS=0: decode steps are launched kernel by kernel (a
-  // profiler then sees every kernel of a step; for measuring only).
-  if (const char* env = std::getenv("GUILD_CUDA_GRAPHS"); env && std::string(env) == "0") o.use_graphs = false;
+  // The A/B knobs (core/tuning.h): cuda_graphs 0 launches decode steps kernel
+  // by kernel (a profiler then sees every kernel of a step; for measuring only).
+  const Tuning& tune = tuning();
+  o.use_graphs = opt_.use_graphs && tune.cuda_graphs;
+  o.fused = tune.cuda_fused;
+  o.pdl = tune.cuda_pdl;
+  o.gemm_direct = tune.gemm_direct;
   o.expert_cache_slots = slots;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
@@ -80,10 +84,9 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
     o.peers.push_back(std::move(po));
   }
   o.host_copy = gpu::HostCopy{pool_, &GpuExecution::pool_copy};
-  // GUILD_STAGING_RING_MIB=0 turns the pinned ring off (the driver's pageable
+  // staging_ring_mib 0 turns the pinned ring off (the driver's pageable
   // copies): for measuring one path against the other.
-  if (const char* ring = std::getenv("GUILD_STAGING_RING_MIB"); ring && *ring)
-    o.staging_ring_bytes = static_cast<size_t>(std::strtoull(ring, nullptr, 10)) << 20;
+  if (tune.staging_ring_mib >= 0) o.staging_ring_bytes = static_cast<size_t>(tune.staging_ring_mib) << 20;
   dec_.reset(backend_->create(*hp_, *w_, o, error));
   if (!dec_) return false;
   // A rebuilt decoder must know which host stacks are pinned (stage 10).
@@ -152,7 +155,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   g->kernels_ = &k;
   g->pool_ = &pool;
   g->opt_ = o;
-  if (const char* env = std::getenv("GUILD_POOL_HOLD"); env && std::string(env) == "0") g->hold_pool_ = false;
+  if (!tuning().pool_hold) g->hold_pool_ = false;
   GpuBudget fit;
   if (!plan_budget(backend, hp, w, o, &fit, detail, error)) return nullptr;
   if (!fit.stream_prefill) g->opt_.stream_prefill = false;
@@ -261,8 +264,8 @@ bool GpuExecution::pin_ram_tier(ModelWeights& w, uint64_t ram_total, uint64_t ra
     detail->set("pin_note", note);
     return false;
   };
-  if (const char* env = std::getenv("GUILD_PIN_EXPERTS"); env && std::string(env) == "0")
-    return not_pinned("GUILD_PIN_EXPERTS=0: streamed copies go through the pinned staging ring");
+  if (!tuning().pin_experts)
+    return not_pinned("pin_experts=0 (GUILD_PIN_EXPERTS): streamed copies go through the pinned staging ring");
   if (!backend_->host_alloc || !backend_->host_free) return not_pinned("the GPU package cannot allocate pinned memory");
   if (pool_->numa())
     return not_pinned("the experts are placed on NUMA nodes (stage 6): a pinned copy would move them to one node; "
@@ -572,9 +575,9 @@ bool GpuExecution::calibrate(const std::vector<int32_t>& tokens, json::Value* de
     // Without a measured copy cost (nothing is cached) the threshold is 0: the CPU computes its experts.
     dec_->set_stream_min_tokens(prefill_stream_threshold(sc, opt_.max_tokens));
   }
-  // GUILD_PREFILL_STREAM_MIN=N overrides the rule (0: never stream), for measuring one path against the other.
-  if (const char* env = std::getenv("GUILD_PREFILL_STREAM_MIN"); env && *env && hybrid()) {
-    dec_->set_stream_min_tokens(static_cast<int>(std::strtol(env, nullptr, 10)));
+  // prefill_stream_min N overrides the rule (0: never stream), for measuring one path against the other.
+  if (const int n = tuning().prefill_stream_min; n >= 0 && hybrid()) {
+    dec_->set_stream_min_tokens(n);
     detail->set("prefill_stream_min_tokens_override", dec_->stream_min_tokens());
   }
   detail->set("prefill_stream_min_tokens", dec_->stream_min_tokens());
@@ -622,9 +625,9 @@ bool GpuExecution::plan_host_choices(double cpu_total_us, int moe_layers, double
     g = split.choices;
     detail->set("gpu_host_layer_us_estimate", split.layer_us);
   }
-  // GUILD_GPU_HOST_CHOICES=N overrides the rule (0: the CPU computes all its choices), for measuring.
-  if (const char* env = std::getenv("GUILD_GPU_HOST_CHOICES"); env && *env) {
-    g = static_cast<int>(std::strtol(env, nullptr, 10));
+  // gpu_host_choices N overrides the rule (0: the CPU computes all its choices), for measuring.
+  if (const int n = tuning().gpu_host_choices; n >= 0) {
+    g = n;
     detail->set("gpu_host_choices_override", g);
     split_costs_.host_us = -1;  // fixed: the online re-plan leaves it alone
   }

@@ -4,6 +4,7 @@
 // runs the same stages as a pre-flight check (check_only): the ones that decide
 // whether the load succeeds, minus every side effect.
 #include "runtime/model.h"
+#include "core/tuning.h"
 
 #include "models/hparam_limits.h"
 #include "packages/loader.h"
@@ -229,7 +230,7 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
         if (sk.reason != "disabled") prof.add_fallback("packages", sk.name + " skipped: " + sk.reason);
       }
       st.detail.set("skipped", std::move(skipped));
-      const char* forced = std::getenv("GUILD_FORCE_KERNELS");
+      const char* forced = tuning().force_kernels.empty() ? nullptr : tuning().force_kernels.c_str();
       std::string note;
       std::shared_ptr<packages::LoadedProvider> chosen = packages::pick_cpu_provider(pr, forced, &note);
       if (!note.empty()) prof.add_fallback("packages", note);
@@ -444,7 +445,6 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
       st.detail.set("rope_freq_base", exec.rope.freq_base);
       st.detail.set("shared_kv_layers", 0);
     }
-    ScopedModelExecution scope(m->exec_.get());
 
     // 6. CPU expert pool: affinity installed before any expert page is touched.
     //    With workers on several NUMA nodes, each layer's routed experts are

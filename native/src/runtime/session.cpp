@@ -34,7 +34,6 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
   std::unique_ptr<GuildSession> s(new GuildSession(model));
   const ModelHparams& hp = model.hparams();
   s->exec_ = model.execution_state();
-  ScopedModelExecution scope(s->exec_.get());
   static std::atomic<uint64_t> next_session_id{1};
   s->id_ = next_session_id++;
   s->kernel_lease_ = Lease(model.kernels().name, "session " + std::to_string(s->id_) + " (model " +
@@ -263,7 +262,6 @@ bool GuildSession::eval(std::span<const int32_t> tokens, bool all_rows, float* l
   if (!model_.ready()) return fail(GenerateError::NotReady, "model is not ready: " + model_.not_ready_reason());
   if (!check_tokens(tokens, history_.size(), error))
     return fail(error->rfind("context full", 0) == 0 ? GenerateError::ContextFull : GenerateError::InvalidArgument, *error);
-  ScopedModelExecution scope(exec_.get());
   device_error_.clear();
   file_error_.clear();
   if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
@@ -324,7 +322,6 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
   if (model_file_changed()) return fail(GenerateError::ModelChanged, file_error_);
   model_.begin_device_work();
 
-  ScopedModelExecution scope(exec_.get());
   const Vocab& vocab = model_.vocab();
 
   // Prefix reuse: keep the cached KV of the longest common prefix, but always
