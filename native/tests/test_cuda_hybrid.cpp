@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "check.h"
+#include "core/tuning.h"
 #include "cuda_test_util.h"
 #include "core/json.h"
 #include "cuda/cuda_decoder.h"
@@ -392,16 +393,19 @@ TEST(ram_tier_pinned_copy_and_staging_ring_stream_the_same_bytes) {
   json::Value greedy_json = load_json(fx + "/expected/" + name + "/greedy.json");
   const std::vector<int32_t> ids = ids_of(greedy_json["prompts"].as_array()[0]["prompt_ids"]);
   const auto ref = prompt_logits(*all_gpu, ids);
+  const Tuning saved = tuning();
   for (const char* pin : {"1", "0"}) {
-    ::setenv("GUILD_PIN_EXPERTS", pin, 1);
+    Tuning t = saved;
+    t.pin_experts = pin[0] == '1';
+    set_tuning(t);
     auto m = load(path, budget, false, &err);
-    ::unsetenv("GUILD_PIN_EXPERTS");
+    set_tuning(saved);
     REQUIRE(m && m->gpu() && m->gpu()->hybrid());
     const json::Value p = m->profile().to_json();
     bool pinned = false;
     for (const auto& st : p["stages"].as_array())
       if (st["name"].as_string() == "expert_tiers") pinned = st["detail"]["ram_tier"]["pinned"].as_bool();
-    std::printf("  GUILD_PIN_EXPERTS=%s: RAM tier %s\n", pin, pinned ? "pinned copy" : "mapping + staging ring");
+    std::printf("  pin_experts=%s: RAM tier %s\n", pin, pinned ? "pinned copy" : "mapping + staging ring");
     CHECK(pinned == (pin[0] == '1'));
     gpu::Decoder& dec = m->gpu()->decoder();
     dec.set_stream_min_tokens(1);
