@@ -1,6 +1,6 @@
 // Codebooks and small format constants of the grid-quantized types (IQ1_S,
 // IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S). The grids are defined once,
-// in iq_grids.cpp, and shared by every kernel table (generic, AVX2, AVX-512)
+// in iq_grids.cpp (IQ1: iq1_grid.cpp), and shared by every kernel table (generic, AVX2, AVX-512)
 // and by the tests. Entry k of a grid is one run of 8 (uint64_t) or 4
 // (uint32_t) values: byte j, little-endian, is element j of the run.
 //
