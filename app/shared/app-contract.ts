@@ -27,6 +27,14 @@ export interface MessageStats {
   stopReason: StopReason;
   /** The model's context in tokens when the reply was written: the context meter's limit. */
   contextSize: number;
+  /**
+   * Speculative decoding (docs/SPECULATIVE.md), absent in replies written before it was recorded:
+   * draft tokens proposed and accepted, the verifier's passes, and who drafted ("mtp" or "none").
+   */
+  draftTokens?: number;
+  acceptedDraftTokens?: number;
+  windows?: number;
+  drafter?: "mtp" | "none";
 }
 
 export type MessageStatus = "complete" | "streaming" | "stopped" | "error";

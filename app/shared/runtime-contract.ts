@@ -19,11 +19,80 @@ export const LOAD_STAGES = [
 export type LoadStage = (typeof LOAD_STAGES)[number];
 
 /**
+ * Speculative decoding (docs/SPECULATIVE.md): who drafts the windows. "auto": the model's MTP (nextn)
+ * block when it has one and the session decodes on the CPU, else one token per window; "mtp": the same,
+ * refused for a model without one; "none": one token per window. Greedy output is identical either way.
+ */
+export const draftModes = ["none", "auto", "mtp"] as const;
+export type DraftMode = (typeof draftModes)[number];
+
+/**
+ * How long a window grows: "cost" (the runtime's default: while the MTP head is confident and one more
+ * draft raises the expected tokens per ms by the model's measured window costs) or "confidence"
+ * (llama.cpp's rule: while the head's top-1 probability stays at or above specMinP).
+ */
+export const specRules = ["cost", "confidence"] as const;
+export type SpecRule = (typeof specRules)[number];
+
+/** Window size S (the last token plus up to S-1 drafts) and the drafts' probability floor, as the C ABI bounds them. */
+export const specMaxRange = { min: 1, max: 16 } as const;
+export const specMinPRange = { min: 0, max: 1 } as const;
+
+/** The draft mode the app, the API and `guild run` use when none is chosen (the C ABI's own default is "none"). */
+export const defaultAppDraft = "auto" satisfies DraftMode;
+
+export interface SpeculativeSettings {
+  /** Absent: the model's load setting, else {@link defaultAppDraft}. */
+  draft?: DraftMode;
+  /** S, 1..16; absent: the runtime's default (4). */
+  specMax?: number;
+  /** 0..1; absent: the runtime's default (0). */
+  specMinP?: number;
+  /** Absent: the runtime's default ("cost"). */
+  specRule?: SpecRule;
+}
+
+/** The fields of {@link SpeculativeSettings}, for schemas and field-by-field checks. */
+export const speculativeFields = ["draft", "specMax", "specMinP", "specRule"] as const;
+
+/**
+ * The one check of speculative settings (the main process's load settings and generation requests;
+ * the API and the CLI word their own messages from the same ranges). Absent fields stay absent.
+ */
+export function checkSpeculative(s: Readonly<Record<string, unknown>>):
+  | { ok: true; settings: SpeculativeSettings }
+  | { ok: false; field: (typeof speculativeFields)[number]; message: string } {
+  const out: SpeculativeSettings = {};
+  const { draft, specMax, specMinP, specRule } = s;
+  if (draft !== undefined) {
+    if (typeof draft !== "string" || !(draftModes as readonly string[]).includes(draft))
+      return { ok: false, field: "draft", message: 'draft must be "none", "auto" or "mtp"' };
+    out.draft = draft as DraftMode;
+  }
+  if (specMax !== undefined) {
+    if (typeof specMax !== "number" || !Number.isInteger(specMax) || specMax < specMaxRange.min || specMax > specMaxRange.max)
+      return { ok: false, field: "specMax", message: `specMax must be a whole number from ${specMaxRange.min} to ${specMaxRange.max}` };
+    out.specMax = specMax;
+  }
+  if (specMinP !== undefined) {
+    if (typeof specMinP !== "number" || !(specMinP >= specMinPRange.min && specMinP <= specMinPRange.max))
+      return { ok: false, field: "specMinP", message: `specMinP must be a number from ${specMinPRange.min} to ${specMinPRange.max}` };
+    out.specMinP = specMinP;
+  }
+  if (specRule !== undefined) {
+    if (typeof specRule !== "string" || !(specRules as readonly string[]).includes(specRule))
+      return { ok: false, field: "specRule", message: 'specRule must be "cost" or "confidence"' };
+    out.specRule = specRule as SpecRule;
+  }
+  return { ok: true, settings: out };
+}
+
+/**
  * Per-load settings. The kernel packages directory is not one of them: it is the
  * RuntimeHost's (RuntimeHostOptions.packagesDir, `--packages-dir`), because which
  * libraries a load opens is the machine owner's choice, not a caller's.
  */
-export interface ModelLoadSettings {
+export interface ModelLoadSettings extends SpeculativeSettings {
   /** CPU worker threads; 0 or absent = every physical core. */
   threads?: number;
   /** Default context of the model's sessions in tokens; 0 or absent = min(training context, 4096). */
@@ -42,6 +111,8 @@ export interface ModelLoadSettings {
   gpuPeers?: string;
   /** Device memory of each peer GPU's expert cache, in GiB (needs gpuPeers); absent = its free memory less 1 GiB. */
   gpuPeerBudgetGiB?: number;
+  // draft, specMax, specMinP, specRule (SpeculativeSettings): not load options of the runtime but the
+  // defaults of every generation with the model (a request's own `speculative` overrides them).
 }
 
 export interface LoadedModel {
@@ -59,6 +130,13 @@ export interface LoadedModel {
   kernels: string;
   ready: boolean;
   loadedAt: string;  // ISO time
+  /**
+   * Who can draft speculative windows for its sessions: "mtp" when the model has an MTP (nextn) block
+   * and decodes on the CPU (the startup profile's session_state says so), else "none".
+   */
+  drafter: "mtp" | "none";
+  /** The generations' speculative settings from the load (absent fields: the defaults). */
+  speculative: SpeculativeSettings;
 }
 
 export interface ChatMessage {
@@ -95,6 +173,8 @@ export interface GenerationRequest {
   sampling?: SamplingSettings;
   /** Stop when the generated text contains one of these; it is not included in the result. */
   stop?: string[];
+  /** Speculative decoding for this request; each absent field: the model's load setting, else the default. */
+  speculative?: SpeculativeSettings;
 }
 
 export type StopReason = "eos" | "length" | "context" | "cancel" | "stop";
@@ -107,8 +187,46 @@ export interface GenerationStats {
   decodeTokensPerSecond: number;
   ttftMs: number;
   queueMs: number;
+  /** Speculative draft tokens proposed, and of them accepted. */
   draftTokens: number;
   acceptedDraftTokens: number;
+  /** The verifier's passes of the decode (generated tokens / windows = tokens per pass). */
+  windows: number;
+  /** "mtp" when the model's MTP block drafted the windows, else "none" (one token per window). */
+  drafter: "mtp" | "none";
+}
+
+/** Accepted / drafted, or null when nothing was drafted. */
+export function acceptanceRate(s: Pick<GenerationStats, "draftTokens" | "acceptedDraftTokens">): number | null {
+  return s.draftTokens > 0 ? s.acceptedDraftTokens / s.draftTokens : null;
+}
+
+/** Generated tokens per verifier pass, or null when there was none. */
+export function tokensPerWindow(s: Pick<GenerationStats, "generatedTokens" | "windows">): number | null {
+  return s.windows > 0 ? s.generatedTokens / s.windows : null;
+}
+
+/** How a generation drafted, as the API's `usage.speculative` and `guild run --json`'s `stats.speculative` say it. */
+export interface SpeculativeUsage {
+  drafter: "mtp" | "none";
+  drafted_tokens: number;
+  accepted_tokens: number;
+  windows: number;
+  /** accepted / drafted; null when nothing was drafted. */
+  acceptance_rate: number | null;
+  /** generated tokens / windows; null without a window. */
+  tokens_per_window: number | null;
+}
+
+export function speculativeUsage(s: Pick<GenerationStats, "drafter" | "draftTokens" | "acceptedDraftTokens" | "windows" | "generatedTokens">): SpeculativeUsage {
+  return {
+    drafter: s.drafter,
+    drafted_tokens: s.draftTokens,
+    accepted_tokens: s.acceptedDraftTokens,
+    windows: s.windows,
+    acceptance_rate: acceptanceRate(s),
+    tokens_per_window: tokensPerWindow(s),
+  };
 }
 
 export interface GenerationResult {

@@ -1,5 +1,6 @@
 // One generation streamed to stdout: plain text as it is produced, or JSON Lines
 // events (`token` per token, then `done`).
+import { speculativeUsage, type SpeculativeUsage } from "../../shared/runtime-contract.js";
 import type { GuildSession } from "../runtime/session.js";
 import type { GenerateOptions, GenerateResult } from "../runtime/options.js";
 import type { Output } from "./output.js";
@@ -17,7 +18,13 @@ export interface DoneEvent {
   tokens: number[];
   text: string;
   stop_reason: GenerateResult["stopReason"];
-  stats: { prompt_tokens_per_s: number | null; decode_tokens_per_s: number | null; ttft_ms: number | null };
+  stats: {
+    prompt_tokens_per_s: number | null;
+    decode_tokens_per_s: number | null;
+    ttft_ms: number | null;
+    /** Speculative decoding: who drafted, drafted / accepted tokens, windows, acceptance rate, tokens per window. */
+    speculative: SpeculativeUsage;
+  };
 }
 
 function perSecond(count: number, ms: number): number | null {
@@ -37,6 +44,13 @@ export function doneEvent(prompt: readonly number[], generation: StreamedGenerat
       // decodeMs runs from the first to the last token: n - 1 intervals
       decode_tokens_per_s: perSecond(result.tokens.length - 1, result.decodeMs),
       ttft_ms: result.tokens.length > 0 ? result.ttftMs : null,
+      speculative: speculativeUsage({
+        drafter: result.draftedByMtp ? "mtp" : "none",
+        draftTokens: result.draftTokens,
+        acceptedDraftTokens: result.acceptedDraftTokens,
+        windows: result.windows,
+        generatedTokens: result.tokens.length,
+      }),
     },
   };
 }

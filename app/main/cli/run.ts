@@ -15,6 +15,7 @@ import { defaultModelPath, openModel } from "./model-file.js";
 import { Output } from "./output.js";
 import { checkTokenIds } from "./tokens.js";
 import { gpuFlag, gpuFlagSpecs, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
+import { checkSpeculativeFlags, speculativeFlagSpecs, speculativeOptions } from "./speculative-flags.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -37,6 +38,7 @@ const flags = {
   "profile-out": { type: "string" },
   "packages-dir": { type: "string" },
   ...gpuFlagSpecs,
+  ...speculativeFlagSpecs,
 } as const satisfies FlagSpecs;
 
 type RunFlags = ParsedFlags<typeof flags>;
@@ -46,7 +48,8 @@ const usage =
   "[--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N] " +
   "[--kv-type f16|f32] [--chat] [--json] [--profile-out FILE] [--packages-dir DIR] " +
   "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu] " +
-  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB]";
+  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB] " +
+  "[--draft auto|none|mtp] [--spec-max N] [--spec-min-p P] [--spec-rule cost|confidence]";
 
 function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal"> {
   return {
@@ -57,6 +60,7 @@ function generateOptions(f: RunFlags): Omit<GenerateOptions, "onToken" | "signal
     ...(f["min-p"] !== undefined && { minP: f["min-p"] }),
     ...(f["repeat-penalty"] !== undefined && { repeatPenalty: f["repeat-penalty"] }),
     ...(f.seed !== undefined && { seed: f.seed }),
+    ...speculativeOptions(f),
   };
 }
 
@@ -180,6 +184,7 @@ async function run(argv: readonly string[]): Promise<number> {
   const gpu = gpuFlag(f.gpu, usage);
   const gpuPeers = gpuPeersFlag(f["gpu-peers"], gpu, usage);
   const gpuPeerBudgetGiB = gpuPeerBudgetFlag(f["gpu-peer-budget"], gpuPeers, usage);
+  checkSpeculativeFlags(f, usage);
   const file = f.model ?? defaultModelPath();
   const interrupt = new Interrupt();
   const out = new Output();
@@ -208,6 +213,9 @@ async function run(argv: readonly string[]): Promise<number> {
     } catch (err) {
       throw fileError(file, err);
     }
+    // --draft mtp needs the model's MTP block: said once, before anything is printed.
+    const drafter = model.drafter();
+    if (f.draft === "mtp" && !drafter.mtp) throw fileError(file, `--draft mtp: ${drafter.reason}`);
     // The load's StartupProfile (docs/STARTUP_PROFILE.md): to a file, and as
     // the first JSON Lines event, before any token.
     const profile = model.startupProfile();

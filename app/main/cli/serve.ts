@@ -12,6 +12,7 @@ import type { Command } from "./command.js";
 import { CliError, exitInterrupted, exitOk, fileError, oneLine, UsageError } from "./errors.js";
 import { checkModelFile, defaultModelPath } from "./model-file.js";
 import { gpuFlag, gpuFlagSpecs, gpuPeerBudgetFlag, gpuPeersFlag } from "./gpu-flag.js";
+import { checkSpeculativeFlags, speculativeFlagSpecs } from "./speculative-flags.js";
 
 const int32Max = 2 ** 31 - 1;
 
@@ -27,13 +28,15 @@ const flags = {
   "max-queue": { type: "int", min: 0, max: 100_000 },
   "packages-dir": { type: "string" },
   ...gpuFlagSpecs,
+  ...speculativeFlagSpecs,
 } as const satisfies FlagSpecs;
 
 const usage =
   "guild serve [--model PATH] [--port N] [--host ADDR] [--api-key KEY] [--allow-origin ORIGIN ...] " +
   "[--threads N] [--ctx N] [--kv-type f16|f32] [--max-queue N] [--packages-dir DIR] " +
   "[--gpu auto|cpu|cuda:N] [--gpu-budget GIB] [--experts-cpu] " +
-  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB]";
+  "[--gpu-peers cuda:N,...] [--gpu-peer-budget GIB] " +
+  "[--draft auto|none|mtp] [--spec-max N] [--spec-min-p P] [--spec-rule cost|confidence]";
 
 /** Takes every `--allow-origin X` / `--allow-origin=X` out of argv (the flag may repeat; values may be comma-separated). */
 function takeOrigins(argv: readonly string[]): { rest: string[]; origins: string[] } {
@@ -67,6 +70,7 @@ async function run(argv: readonly string[]): Promise<number> {
   const gpu = gpuFlag(f.gpu, usage);
   const gpuPeers = gpuPeersFlag(f["gpu-peers"], gpu, usage);
   const gpuPeerBudgetGiB = gpuPeerBudgetFlag(f["gpu-peer-budget"], gpuPeers, usage);
+  checkSpeculativeFlags(f, usage);
   const file = f.model ?? defaultModelPath();
   await checkModelFile(file);
 
@@ -96,6 +100,11 @@ async function run(argv: readonly string[]): Promise<number> {
       ...(f["experts-cpu"] !== undefined && { expertsOnCpu: f["experts-cpu"] }),
       ...(gpuPeers !== undefined && { gpuPeers }),
       ...(gpuPeerBudgetGiB !== undefined && { gpuPeerBudgetGiB }),
+      // The defaults of every generation with the model (API requests override them; absent draft: auto).
+      ...(f.draft !== undefined && { draft: f.draft }),
+      ...(f["spec-max"] !== undefined && { specMax: f["spec-max"] }),
+      ...(f["spec-min-p"] !== undefined && { specMinP: f["spec-min-p"] }),
+      ...(f["spec-rule"] !== undefined && { specRule: f["spec-rule"] }),
     });
     const first = await Promise.race([loading.then(() => "loaded" as const), stopped.then(() => "stopped" as const)]);
     if (first === "stopped") {

@@ -108,6 +108,30 @@ export class GuildModel {
     return JSON.parse(this.native.profile()) as Record<string, unknown>;
   }
 
+  /**
+   * Whether this model's sessions can draft speculative windows with its MTP (nextn) block, as the
+   * load's StartupProfile says (stage session_state, `drafter`: "mtp: …", else "none (why)"), and, when
+   * they cannot, why, in the words the runtime refuses draft "mtp" with.
+   */
+  drafter(): { mtp: true } | { mtp: false; reason: string } {
+    let detail = "";
+    try {
+      const stages = this.startupProfile()["stages"];
+      const stage = Array.isArray(stages) ? (stages as { name?: unknown; detail?: Record<string, unknown> }[]).find((s) => s.name === "session_state") : undefined;
+      const d = stage?.detail?.["drafter"];
+      if (typeof d === "string") detail = d;
+    } catch {
+      // no profile: no drafter
+    }
+    if (detail.startsWith("mtp")) return { mtp: true };
+    return {
+      mtp: false,
+      reason: /CPU executor only/.test(detail)
+        ? "MTP drafting runs on the CPU executor only; this model decodes on the GPU"
+        : "the model has no MTP (nextn) block to draft with",
+    };
+  }
+
   /** The runtime's description of the model (guild_model_info_json). */
   info(): Record<string, unknown> {
     return JSON.parse(this.native.info()) as Record<string, unknown>;

@@ -31,6 +31,14 @@ export interface NativeGenerateOptions {
   repeatPenalty?: number;
   repeatLastN?: number;
   seed?: number | bigint;
+  /** guild_generate_params.draft; absent = "none". */
+  draft?: "none" | "auto" | "mtp";
+  /** spec_max (S), 1..16; absent = 4. */
+  specMax?: number;
+  /** spec_min_p, 0..1; absent = 0. */
+  specMinP?: number;
+  /** spec_by_cost; absent = true. */
+  specByCost?: boolean;
   /** Called with the number of requests ahead while this one waits for the model (0 when it starts). */
   onQueue?: (position: number) => void;
 }
@@ -52,6 +60,10 @@ export interface NativeGenerateResult {
   /** Speculative draft tokens proposed / accepted. */
   nDrafted: number;
   nAccepted: number;
+  /** The verifier's passes of the decode (nGenerated / nWindows tokens per pass). */
+  nWindows: number;
+  /** True when the model's MTP block drafted the windows. */
+  draftedByMtp: boolean;
 }
 
 /** Called on the JS thread with the tokens produced since the last call (in order). */

@@ -1,4 +1,7 @@
 // Options of the runtime wrappers, each with its default as a named constant.
+import type { DraftMode, SpecRule } from "../../shared/runtime-contract.js";
+
+export { draftModes, specMaxRange, specMinPRange, specRules, type DraftMode, type SpecRule } from "../../shared/runtime-contract.js";
 
 /** KV cache element type. */
 export type KvCacheType = "f16" | "f32";
@@ -97,6 +100,22 @@ export interface GenerateOptions {
   repeatLastN?: number;
   /** Sampler seed. Defaults to a random seed per call. */
   seed?: number | bigint;
+  /**
+   * Speculative decoding (docs/SPECULATIVE.md): "none", "auto" (the model's MTP block drafts when it has
+   * one and the session decodes on the CPU, else one token per window) or "mtp" (the same, an error
+   * without one). Greedy output is identical either way. Defaults to {@link defaultDraft} (the C ABI's).
+   */
+  draft?: DraftMode;
+  /** Window size S: the last token plus up to S-1 drafts, 1..16. Defaults to {@link defaultSpecMax}. */
+  specMax?: number;
+  /** A draft whose probability is below this is not proposed, 0..1. Defaults to {@link defaultSpecMinP}. */
+  specMinP?: number;
+  /**
+   * How long a window grows: "cost" (while the head is confident and one more draft raises the expected
+   * tokens per ms, by the model's measured window costs) or "confidence" (llama.cpp's rule: while the
+   * head is confident). Defaults to {@link defaultSpecRule}.
+   */
+  specRule?: SpecRule;
   /** Called for every generated token, in order, before the promise resolves. */
   onToken?: (token: GeneratedToken) => void;
   /**
@@ -116,6 +135,10 @@ export const defaultTopP = 0.95 satisfies NonNullable<GenerateOptions["topP"]>;
 export const defaultMinP = 0.05 satisfies NonNullable<GenerateOptions["minP"]>;
 export const defaultRepeatPenalty = 1 satisfies NonNullable<GenerateOptions["repeatPenalty"]>;
 export const defaultRepeatLastN = 64 satisfies NonNullable<GenerateOptions["repeatLastN"]>;
+export const defaultDraft = "none" satisfies NonNullable<GenerateOptions["draft"]>;
+export const defaultSpecMax = 4 satisfies NonNullable<GenerateOptions["specMax"]>;
+export const defaultSpecMinP = 0 satisfies NonNullable<GenerateOptions["specMinP"]>;
+export const defaultSpecRule = "cost" satisfies NonNullable<GenerateOptions["specRule"]>;
 
 export type StopReason = "eos" | "length" | "context" | "cancel";
 
@@ -138,6 +161,10 @@ export interface GenerateResult {
   /** Speculative draft tokens proposed, and how many of them were accepted. */
   draftTokens: number;
   acceptedDraftTokens: number;
+  /** The verifier's passes of the decode: each yields 1 + the drafts it accepted (tokens / windows per pass). */
+  windows: number;
+  /** True when the model's MTP block drafted the windows (draft "auto" or "mtp" on a model that has one, on the CPU). */
+  draftedByMtp: boolean;
 }
 
 export interface EvalOptions {

@@ -22,6 +22,8 @@ export async function pacedGenerate(
   const { signal } = options;
   const tokens: number[] = [];
   let first: GenerateResult | undefined;
+  // Each step is a generation of its own: its drafts and windows add up.
+  const drafts = { draftTokens: 0, acceptedDraftTokens: 0, windows: 0, draftedByMtp: false };
   // Decode time as delivered (from the first token to the last, pauses included), so tokens/s is what a user would see.
   let firstTokenAt: number | undefined;
   let lastTokenAt = 0;
@@ -35,9 +37,13 @@ export async function pacedGenerate(
     const r = await session.generate([...prompt, ...tokens], { ...options, maxNewTokens: want, onToken });
     tokens.push(...r.tokens);
     first ??= r;
+    drafts.draftTokens += r.draftTokens;
+    drafts.acceptedDraftTokens += r.acceptedDraftTokens;
+    drafts.windows += r.windows;
+    drafts.draftedByMtp ||= r.draftedByMtp;
     const done = r.stopReason !== "length" || tokens.length >= limit;
     const stopReason = done ? r.stopReason : (await pause(pacing.delayMs, signal)) ? null : "cancel";
-    if (stopReason !== null) return { ...first, stopReason, tokens, decodeMs: firstTokenAt === undefined ? 0 : lastTokenAt - firstTokenAt };
+    if (stopReason !== null) return { ...first, ...drafts, stopReason, tokens, decodeMs: firstTokenAt === undefined ? 0 : lastTokenAt - firstTokenAt };
   }
 }
 

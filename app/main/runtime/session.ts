@@ -3,11 +3,15 @@ import { randomInt } from "node:crypto";
 
 import type { NativeSession } from "./native-types.js";
 import {
+  defaultDraft,
   defaultEvalAllRows,
   defaultMaxNewTokens,
   defaultMinP,
   defaultRepeatLastN,
   defaultRepeatPenalty,
+  defaultSpecMax,
+  defaultSpecMinP,
+  defaultSpecRule,
   defaultTemperature,
   defaultTopK,
   defaultTopP,
@@ -69,6 +73,10 @@ export class GuildSession {
         repeatPenalty: options.repeatPenalty ?? defaultRepeatPenalty,
         repeatLastN: options.repeatLastN ?? defaultRepeatLastN,
         seed: options.seed ?? randomInt(2 ** 32),
+        draft: options.draft ?? defaultDraft,
+        specMax: options.specMax ?? defaultSpecMax,
+        specMinP: options.specMinP ?? defaultSpecMinP,
+        specByCost: (options.specRule ?? defaultSpecRule) === "cost",
         ...(onQueue !== undefined && { onQueue }),
       },
       (ids, pieces) => {
@@ -99,6 +107,8 @@ export class GuildSession {
       queueMs: result.queueMs,
       draftTokens: result.nDrafted,
       acceptedDraftTokens: result.nAccepted,
+      windows: result.nWindows,
+      draftedByMtp: result.draftedByMtp,
     };
   }
 
@@ -130,6 +140,6 @@ export class GuildSession {
 function cancelledBeforeStart(): GenerateResult {
   return {
     stopReason: "cancel", tokens: [], promptTokensComputed: 0, promptTokensReused: 0, promptMs: 0, decodeMs: 0,
-    ttftMs: 0, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0,
+    ttftMs: 0, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0, windows: 0, draftedByMtp: false,
   };
 }

@@ -154,7 +154,12 @@ describe("ApiServer (OpenAI-compatible API)", () => {
     expect(r.choices[0]!.message.role).toBe("assistant");
     expect(r.choices[0]!.message.content).toBe(direct.text);
     expect(r.choices[0]!.finish_reason).toBe(direct.stopReason === "length" ? "length" : "stop");
-    expect(r.usage).toEqual({ prompt_tokens: direct.promptTokens.length, completion_tokens: direct.tokens.length, total_tokens: direct.promptTokens.length + direct.tokens.length });
+    expect(r.usage).toEqual({
+      prompt_tokens: direct.promptTokens.length, completion_tokens: direct.tokens.length, total_tokens: direct.promptTokens.length + direct.tokens.length,
+      // the demo model has no MTP block: nothing drafted, one token per window
+      speculative: { drafter: "none", drafted_tokens: 0, accepted_tokens: 0, windows: direct.stats.windows, acceptance_rate: null, tokens_per_window: direct.tokens.length / direct.stats.windows },
+    });
+    expect(direct.stats.windows).toBeGreaterThanOrEqual(direct.tokens.length);
     // the RuntimeHost id names the model too
     const byId = await client.chat.completions.create({ model: model.id, messages: [{ role: "user", content: "Hello! Who are you?" }], temperature: 0, max_tokens: 24 });
     expect(byId.choices[0]!.message.content).toBe(direct.text);

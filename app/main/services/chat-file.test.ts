@@ -71,6 +71,28 @@ describe("chat files", () => {
     for (const [input, problem] of cases) expect(() => readChatFile(bytes(input)), String(problem)).toThrow(problem);
   });
 
+  it("carries a reply's speculative-decoding stats through export and import, and checks them", () => {
+    const { s, file } = exported();
+    const drafted = { promptTokens: 12, generatedTokens: 32, tokensPerSecond: 50, ttftMs: 4, queueMs: 0, stopReason: "length", contextSize: 512,
+      draftTokens: 79, acceptedDraftTokens: 4, windows: 28, drafter: "mtp" } as const;
+    const withDrafts = { ...file, messages: file.messages.map((m, i) => (i === 1 ? { ...m, stats: drafted } : m)) };
+    const imported = s.importConversation(readChatFile(bytes(withDrafts)));
+    expect(s.messages(imported.id)[1]!.stats).toEqual(drafted);
+    const reply = withDrafts.messages[1]!;
+    const bad: [Record<string, unknown>, RegExp][] = [
+      [{ draftTokens: 3 }, /stats must have all of draftTokens, acceptedDraftTokens, windows, drafter or none of them/],
+      [{ drafter: "eagle" }, /stats\.drafter must be "mtp" or "none"/],
+      [{ acceptedDraftTokens: 80 }, /stats\.acceptedDraftTokens must not exceed draftTokens/],
+      [{ windows: 2.5 }, /stats\.windows must be a whole number/],
+      [{ draftTokens: -1 }, /stats\.draftTokens must be a whole number/],
+    ];
+    for (const [change, problem] of bad) {
+      const stats = change["draftTokens"] === 3 ? { ...file.messages[1]!.stats, draftTokens: 3 } : { ...drafted, ...change };
+      expect(() => readChatFile(bytes({ ...withDrafts, messages: [{ ...reply, parentId: null, stats }] })), String(problem)).toThrow(problem);
+    }
+    s.close();
+  });
+
   it("keeps a reply exported while streaming as stopped, and takes the last message as the leaf when none is named", () => {
     const { file } = exported();
     const chat = readChatFile(bytes({ ...file, activeLeafId: undefined, messages: file.messages.map((m, i) => (i === 2 ? { ...m, status: "streaming" } : m)) }));

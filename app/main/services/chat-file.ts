@@ -179,7 +179,8 @@ const stopReasons = ["eos", "length", "context", "cancel", "stop"] as const;
 
 function stats(v: unknown, where: string): MessageStats {
   const s = object(v, where);
-  only(s, where, ["promptTokens", "generatedTokens", "tokensPerSecond", "ttftMs", "queueMs", "stopReason", "contextSize"]);
+  only(s, where, ["promptTokens", "generatedTokens", "tokensPerSecond", "ttftMs", "queueMs", "stopReason", "contextSize",
+    "draftTokens", "acceptedDraftTokens", "windows", "drafter"]);
   const count = (key: string, integer: boolean) => {
     const n = s[key] ?? 0;
     if (typeof n !== "number" || !Number.isFinite(n) || n < 0 || n > 1e12 || (integer && !Number.isInteger(n)))
@@ -196,5 +197,21 @@ function stats(v: unknown, where: string): MessageStats {
     queueMs: count("queueMs", false),
     stopReason: reason as MessageStats["stopReason"],
     contextSize: count("contextSize", true),
+    ...speculativeStats(s, where, count),
   };
+}
+
+/** A reply's speculative-decoding stats, all four or none (files exported before they were recorded have none). */
+function speculativeStats(s: Record<string, unknown>, where: string, count: (key: string, integer: boolean) => number):
+  Pick<MessageStats, "draftTokens" | "acceptedDraftTokens" | "windows" | "drafter"> {
+  const keys = ["draftTokens", "acceptedDraftTokens", "windows", "drafter"] as const;
+  const given = keys.filter((k) => s[k] !== undefined);
+  if (given.length === 0) return {};
+  if (given.length < keys.length) throw new ChatFileError(`${where} must have all of ${keys.join(", ")} or none of them`);
+  const drafter = s["drafter"];
+  if (drafter !== "mtp" && drafter !== "none") throw new ChatFileError(`${where}.drafter must be "mtp" or "none"`);
+  const draftTokens = count("draftTokens", true);
+  const acceptedDraftTokens = count("acceptedDraftTokens", true);
+  if (acceptedDraftTokens > draftTokens) throw new ChatFileError(`${where}.acceptedDraftTokens must not exceed draftTokens`);
+  return { draftTokens, acceptedDraftTokens, windows: count("windows", true), drafter };
 }

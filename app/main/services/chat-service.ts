@@ -19,6 +19,7 @@ import {
   builtInPresets, checkSettings, defaultGenerationSettings, withSettings, type GenerationSettings, type Preset,
 } from "../../shared/chat-settings.js";
 import { replyFormat, withoutReasoning } from "../../shared/reply-channels.js";
+import { draftFiguresText } from "../../shared/speculative-stats.js";
 import type { ChatMessage, LoadedModel, RequestId, SamplingSettings, StopReason } from "../../shared/runtime-contract.js";
 import { ChatFileError, chatFileOf, readChatFile } from "./chat-file.js";
 import { fitHistory, minimumReplyRoom, replyReserve, type FitResult } from "./context-window.js";
@@ -226,7 +227,11 @@ export class ChatServiceImpl implements ChatService {
     for (const m of this.store.messages(c.id)) {
       const who = m.role === "user" ? "User" : `Assistant${m.model ? ` (${m.model})` : ""}`;
       lines.push(`## ${who}${m.edited ? " (edited)" : ""}`, "", m.content, "");
-      if (m.stats) lines.push(`_${m.stats.generatedTokens} tokens, ${m.stats.tokensPerSecond.toFixed(1)} tok/s, TTFT ${m.stats.ttftMs.toFixed(0)} ms, stop: ${m.stats.stopReason}_`, "");
+      if (m.stats) {
+        const drafts = draftFiguresText(m.stats);
+        lines.push(`_${m.stats.generatedTokens} tokens, ${m.stats.tokensPerSecond.toFixed(1)} tok/s${drafts === null ? "" : ` (${drafts.replace(" · ", ", ")})`}, ` +
+          `TTFT ${m.stats.ttftMs.toFixed(0)} ms, stop: ${m.stats.stopReason}_`, "");
+      }
     }
     return { filename: base + ".md", mimeType: "text/markdown", content: lines.join("\n") };
   }
@@ -371,6 +376,10 @@ export class ChatServiceImpl implements ChatService {
         queueMs: r.stats.queueMs,
         stopReason: r.stopReason,
         contextSize,
+        draftTokens: r.stats.draftTokens,
+        acceptedDraftTokens: r.stats.acceptedDraftTokens,
+        windows: r.stats.windows,
+        drafter: r.stats.drafter,
       }, null, r.text);
     } catch (err) {
       finish("error", null, errorMessage(err), text);

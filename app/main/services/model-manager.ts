@@ -17,7 +17,7 @@ import {
   loadCancelledMessage, type EventSink, type FolderListing, type ModelFile, type ModelService, type ModelSummary,
 } from "../../shared/app-contract.js";
 import { planMemory, type MemoryPlan, type ModelShape } from "../../shared/memory-plan.js";
-import { LOAD_STAGES, checkGpuPeers, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
+import { LOAD_STAGES, checkGpuPeers, checkSpeculative, type LoadedModel, type ModelLoadSettings, type StartupProfileJson } from "../../shared/runtime-contract.js";
 import type { LoadCheck } from "../runtime/model.js";
 import { isGpuChoice } from "../runtime/options.js";
 import { parseShardName } from "./gguf-names.js";
@@ -134,6 +134,8 @@ export class ModelManager implements ModelService {
         const check = await this.host.checkLoad(file, settings);
         const verdict = this.verdictOf(check, file);
         if (verdict.problem !== null) throw new RuntimeError(`cannot load ${file}: ${verdict.problem}${keeps}`, "invalid");
+        const draft = draftProblem(check, settings);
+        if (draft !== null) throw new RuntimeError(`cannot load ${file}: ${draft}${keeps}`, "invalid");
         if (controller.signal.aborted) throw cancelled();
         // 2. Memory: alongside the current model when both fit; in its place when only the new one does.
         const facts = await this.machine.facts();
@@ -270,11 +272,11 @@ export class ModelManager implements ModelService {
       const inspected = await inspectFile(file, settings.contextSize || this.currentModel?.contextSize || undefined);
       // The problems are the check's, for these settings: what load() would refuse on.
       const check = await this.host.checkLoad(file, settings);
-      const problem = this.verdictOf(check, file).problem;
+      const problems = [this.verdictOf(check, file).problem, draftProblem(check, settings)].filter((p): p is string => p !== null);
       const shape = shapeOf(inspected.shape, check);
       const machine = await this.machine.facts();
       const lastLoad = this.options.loadMemory?.get(file) ?? null;
-      return { ...inspected, problems: problem === null ? [] : [problem], shape, machine, plan: planMemory(shape, settings, machine), lastLoad };
+      return { ...inspected, problems, shape, machine, plan: planMemory(shape, settings, machine), lastLoad };
     } catch (err) {
       throw new RuntimeError(err instanceof SafeFileError ? err.message : err instanceof Error ? err.message : String(err), "invalid");
     }
@@ -318,6 +320,20 @@ function sameModel(a: string, b: string): boolean {
 function shapeOf(shape: ModelShape, check: LoadCheck): ModelShape {
   const { denseBytes, expertBytes } = check.estimate;
   return denseBytes !== undefined && expertBytes !== undefined ? { ...shape, denseBytes, expertBytes } : shape;
+}
+
+/**
+ * Draft "mtp" asks for the model's MTP block: the check's session_state says whether this load's
+ * sessions would have one to draft with ("mtp: …", else "none (why)"). Null when nothing stands in the way.
+ */
+function draftProblem(check: LoadCheck, settings: ModelLoadSettings): string | null {
+  if (settings.draft !== "mtp" || !check.ok) return null;
+  const stages = (check.profile as { stages?: { name?: unknown; detail?: Record<string, unknown> }[] } | null)?.stages;
+  const drafter = stages?.find((s) => s.name === "session_state")?.detail?.["drafter"];
+  if (typeof drafter !== "string" || drafter.startsWith("mtp")) return null;  // no word: the load itself decides
+  return /CPU executor only/.test(drafter)
+    ? 'draft "mtp": MTP drafting runs on the CPU executor only and this model would decode on the GPU (choose draft Auto or None, or the CPU)'
+    : 'draft "mtp": the model has no MTP (nextn) block to draft with (choose draft Auto or None)';
 }
 
 /** True when the load's device_policy found a GPU to use. */
@@ -381,5 +397,9 @@ export function sanitizeSettings(s: ModelLoadSettings): ModelLoadSettings {
     if (out.gpuPeers === undefined) throw new RuntimeError("gpuPeerBudgetGiB needs gpuPeers", "invalid");
     out.gpuPeerBudgetGiB = s.gpuPeerBudgetGiB;
   }
+  // Speculative decoding (docs/SPECULATIVE.md): the defaults of the model's generations.
+  const speculative = checkSpeculative(s as Readonly<Record<string, unknown>>);
+  if (!speculative.ok) throw new RuntimeError(speculative.message, "invalid");
+  Object.assign(out, speculative.settings);
   return out;
 }

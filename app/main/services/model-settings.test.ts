@@ -100,6 +100,62 @@ describe("ModelManager load settings (sanitizeSettings)", () => {
       expect((await refusal(settings)).message, JSON.stringify(settings)).toBe("gpuPeerBudgetGiB needs gpuPeers");
   });
 
+  it("passes the speculative settings through (the defaults of the model's replies)", async () => {
+    const { models, loads } = manager({ threads: 2 });
+    await models.load({ path: embeddedModelPath(), settings: { draft: "none", specMax: 16, specMinP: 0.5, specRule: "confidence" } });
+    await models.load({ path: embeddedModelPath(), settings: { draft: "auto", specMax: 1, specMinP: 0 } });
+    expect(loads).toEqual([
+      { threads: 2, draft: "none", specMax: 16, specMinP: 0.5, specRule: "confidence" },
+      { threads: 2, draft: "auto", specMax: 1, specMinP: 0 },
+    ]);
+  });
+
+  it("refuses speculative settings out of their ranges", async () => {
+    for (const draft of ["MTP", "fast", "", 1, true, null])
+      expect((await refusal({ draft })).message, String(draft)).toBe('draft must be "none", "auto" or "mtp"');
+    for (const specMax of [0, 17, 2.5, -1, "4", Number.NaN, null])
+      expect((await refusal({ specMax })).message, String(specMax)).toBe("specMax must be a whole number from 1 to 16");
+    for (const specMinP of [-0.01, 1.01, Number.NaN, Number.POSITIVE_INFINITY, "0.5", null])
+      expect((await refusal({ specMinP })).message, String(specMinP)).toBe("specMinP must be a number from 0 to 1");
+    for (const specRule of ["fast", "Cost", 1, null])
+      expect((await refusal({ specRule })).message, String(specRule)).toBe('specRule must be "cost" or "confidence"');
+  });
+
+  it("refuses draft mtp when the runtime's check says the model has no MTP block to draft with, keeping the current model", async () => {
+    const drafterSays = (drafter: string) => ({
+      ok: true, status: "ok", stage: null, error: null, estimate: {},
+      profile: { stages: [{ name: "session_state", detail: { drafter } }] },
+    });
+    for (const [drafter, refused] of [
+      ["none (the model has no MTP block; speculative window T = 1)", /draft "mtp": the model has no MTP \(nextn\) block to draft with \(choose draft Auto or None\)$/],
+      ["none (the nextn block drafts on the CPU executor only; T = 1 on the GPU)", /draft "mtp": MTP drafting runs on the CPU executor only/],
+      ["mtp: the nextn block drafts on the CPU (its own one-layer KV cache per session)", null],
+    ] as const) {
+      const loads: ModelLoadSettings[] = [];
+      const host = {
+        subscribe: () => () => undefined,
+        checkLoad: async () => drafterSays(drafter),
+        loadModel: async (path: string, settings: ModelLoadSettings) => { loads.push(settings); return { id: "m1", path, name: "demo" } as LoadedModel; },
+        unloadModel: async () => true,
+        profile: () => { throw new Error("no profile"); },
+      } as unknown as RuntimeHost;
+      const library = { remember: () => undefined, setLoadCheck: () => undefined, setLastLoad: () => undefined } as unknown as ModelLibrary;
+      const models = new ModelManager(host, library, {} as ProfileStore, () => undefined);
+      const err = await models.load({ path: embeddedModelPath(), settings: { draft: "mtp" } }).then(() => null, (e: unknown) => e as Error);
+      if (refused === null) {
+        expect(err).toBeNull();
+        expect(loads).toEqual([{ draft: "mtp" }]);
+      } else {
+        expect(err?.message).toMatch(/^cannot load .*guild-demo-qwen3moe-Q8_0\.gguf: /);
+        expect(err?.message).toMatch(refused);
+        expect(loads).toEqual([]);
+        // Auto is fine on the same model.
+        await models.load({ path: embeddedModelPath(), settings: { draft: "auto" } });
+        expect(loads).toEqual([{ draft: "auto" }]);
+      }
+    }
+  });
+
   it("checks the CPU settings too", async () => {
     expect((await refusal({ threads: 1.5 })).message).toBe("threads must be a whole number from 0 to 1024");
     expect((await refusal({ contextSize: -1 })).message).toBe("contextSize must be a whole number of tokens");

@@ -7,17 +7,24 @@
 // the requests (what the template is rendered from).
 import { afterEach, describe, expect, it } from "vitest";
 
-import type { GenerationRequest, GenerationResult, LoadedModel, RuntimeEvent } from "../../shared/runtime-contract.js";
+import type { GenerationRequest, GenerationResult, GenerationStats, LoadedModel, RuntimeEvent } from "../../shared/runtime-contract.js";
 import { ApiServer } from "./api-server.js";
-import type { RuntimeHost } from "./runtime-host.js";
+import { RuntimeError, type RuntimeHost } from "./runtime-host.js";
 
 const model: LoadedModel = {
   id: "m1", path: "/models/gpt-oss-20b.gguf", name: "gpt-oss-20b", architecture: "gpt-oss", contextSize: 4096, layers: 24,
   experts: 32, expertsPerToken: 4, vocabSize: 201088, weightBytes: 1, threads: 2, kernels: "cpu", ready: true, loadedAt: "2025-01-01T00:00:00.000Z",
+  drafter: "none", speculative: {},
 };
 
-/** Streams `pieces` as the reply to every request, a macrotask apart, as a model would. */
-function scriptedRuntime(pieces: readonly string[]) {
+type Drafts = Pick<GenerationStats, "draftTokens" | "acceptedDraftTokens" | "windows" | "drafter">;
+const noDrafts: Drafts = { draftTokens: 0, acceptedDraftTokens: 0, windows: 0, drafter: "none" };
+
+/**
+ * Streams `pieces` as the reply to every request, a macrotask apart, as a model would, with `drafts` as
+ * its speculative stats; `refuse` (when given) is what generate throws instead, as RuntimeHost would.
+ */
+function scriptedRuntime(pieces: readonly string[], drafts: Drafts = { ...noDrafts, windows: pieces.length }, refuse?: () => Error) {
   const listeners = new Set<(e: RuntimeEvent) => void>();
   const requests: GenerationRequest[] = [];
   const emit = (e: RuntimeEvent) => { for (const l of listeners) l(e); };
@@ -28,6 +35,7 @@ function scriptedRuntime(pieces: readonly string[]) {
     cancel: () => false,
     generate: async (request: GenerationRequest, requestId: string): Promise<GenerationResult> => {
       requests.push(request);
+      if (refuse) throw refuse();
       emit({ type: "started", requestId, modelId: model.id });
       for (const [i, text] of pieces.entries()) {
         await new Promise((resolve) => setTimeout(resolve, 0));
@@ -35,7 +43,7 @@ function scriptedRuntime(pieces: readonly string[]) {
       }
       return {
         requestId, modelId: model.id, text: pieces.join(""), tokens: pieces.map((_, i) => i), promptTokens: [1, 2, 3], stopReason: "eos",
-        stats: { promptTokens: 3, reusedPromptTokens: 0, generatedTokens: pieces.length, promptTokensPerSecond: 1, decodeTokensPerSecond: 1, ttftMs: 1, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0 },
+        stats: { promptTokens: 3, reusedPromptTokens: 0, generatedTokens: pieces.length, promptTokensPerSecond: 1, decodeTokensPerSecond: 1, ttftMs: 1, queueMs: 0, ...drafts },
       };
     },
   } as unknown as RuntimeHost;
@@ -47,14 +55,14 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
 
-async function serve(pieces: readonly string[]) {
-  const { host, requests } = scriptedRuntime(pieces);
+async function serve(pieces: readonly string[], ...script: Parameters<typeof scriptedRuntime> extends [unknown, ...infer R] ? R : never) {
+  const { host, requests } = scriptedRuntime(pieces, ...script);
   const server = new ApiServer(host, { port: 0 });
   servers.push(server);
   const { url } = await server.start();
-  const post = (body: Record<string, unknown>) =>
-    fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  return { post, requests };
+  const post = (body: Record<string, unknown>, route = "/v1/chat/completions") =>
+    fetch(`${url}${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  return { post, requests, url };
 }
 
 const hi = { messages: [{ role: "user", content: "hi" }] };
@@ -170,5 +178,95 @@ describe("/v1/chat/completions: reasoning_effort", () => {
       });
     }
     expect(requests).toEqual([]);
+  });
+});
+
+describe("speculative decoding: draft, spec_max, spec_min_p, spec_rule and usage.speculative", () => {
+  const prompt = { prompt: "hi" };
+
+  it("hands the fields to the runtime as the request's speculative settings; absent or null leaves the model's own", async () => {
+    const { post, requests } = await serve(["ok"]);
+    for (const route of ["/v1/chat/completions", "/v1/completions"]) {
+      const body = route === "/v1/completions" ? prompt : hi;
+      expect((await post({ ...body, draft: "mtp", spec_max: 16, spec_min_p: 0.25, spec_rule: "confidence" }, route)).status).toBe(200);
+      expect(requests.at(-1)!.speculative).toStrictEqual({ draft: "mtp", specMax: 16, specMinP: 0.25, specRule: "confidence" });
+      expect((await post({ ...body, draft: "none", spec_max: 1, spec_min_p: 0 }, route)).status).toBe(200);
+      expect(requests.at(-1)!.speculative).toStrictEqual({ draft: "none", specMax: 1, specMinP: 0 });
+      expect((await post({ ...body, draft: "auto", spec_min_p: 1, spec_rule: "cost" }, route)).status).toBe(200);
+      expect(requests.at(-1)!.speculative).toStrictEqual({ draft: "auto", specMinP: 1, specRule: "cost" });
+      for (const plain of [body, { ...body, draft: null, spec_max: null, spec_min_p: null, spec_rule: null }]) {
+        expect((await post(plain, route)).status).toBe(200);
+        expect(requests.at(-1)!.speculative).toStrictEqual({});
+      }
+    }
+  });
+
+  it("refuses a bad value with a 400 naming the field and its range, before generating, on both routes", async () => {
+    const { post, requests, url } = await serve(["ok"]);
+    const cases: [string, unknown, string][] = [
+      ["draft", "fast", 'draft: must be "none", "auto" or "mtp" (got "fast")'],
+      ["draft", "MTP", 'draft: must be "none", "auto" or "mtp" (got "MTP")'],
+      ["draft", "", 'draft: must be "none", "auto" or "mtp" (got "")'],
+      ["draft", true, 'draft: must be "none", "auto" or "mtp" (got boolean)'],
+      ["draft", ["mtp"], 'draft: must be "none", "auto" or "mtp" (got array)'],
+      ["spec_max", 0, "spec_max: must be an integer between 1 and 16 (got 0)"],
+      ["spec_max", 17, "spec_max: must be an integer between 1 and 16 (got 17)"],
+      ["spec_max", 2.5, "spec_max: must be an integer between 1 and 16 (got 2.5)"],
+      ["spec_max", "4", "spec_max: expected an integer, got string"],
+      ["spec_min_p", -0.01, "spec_min_p: must be between 0 and 1 (got -0.01)"],
+      ["spec_min_p", 1.5, "spec_min_p: must be between 0 and 1 (got 1.5)"],
+      ["spec_min_p", "0.2", "spec_min_p: expected a number, got string"],
+      ["spec_rule", "fastest", 'spec_rule: must be "cost" or "confidence" (got "fastest")'],
+      ["spec_rule", 1, 'spec_rule: must be "cost" or "confidence" (got number)'],
+    ];
+    for (const route of ["/v1/chat/completions", "/v1/completions"]) {
+      for (const [field, value, message] of cases) {
+        const body = { ...(route === "/v1/completions" ? prompt : hi), [field]: value, stream: true };
+        const res = await post(body, route);
+        expect(res.status, `${route} ${field}=${JSON.stringify(value)}`).toBe(400);
+        expect(((await res.json()) as { error: unknown }).error).toEqual({ message, type: "invalid_request_error", param: field, code: "invalid_value" });
+      }
+    }
+    // JSON's 1e400 is Infinity: out of the range too.
+    const inf = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"messages":[{"role":"user","content":"hi"}],"spec_min_p":1e400}' });
+    expect(inf.status).toBe(400);
+    expect(((await inf.json()) as { error: { param: string } }).error.param).toBe("spec_min_p");
+    expect(requests).toEqual([]);
+  });
+
+  it("answers the runtime's refusal of draft \"mtp\" (a model without an MTP block) as a 400 naming draft, streaming or not", async () => {
+    const why = 'draft "mtp": the model has no MTP (nextn) block to draft with (use draft "auto" or "none")';
+    const { post } = await serve(["ok"], undefined, () => new RuntimeError(why, "invalid", "draft"));
+    for (const stream of [false, true]) {
+      const res = await post({ ...hi, draft: "mtp", stream });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: unknown }).error).toEqual({ message: why, type: "invalid_request_error", param: "draft", code: "invalid_value" });
+    }
+  });
+
+  it("reports the drafts in usage.speculative: in the answer, and in the last streamed chunk with include_usage", async () => {
+    const pieces = ["Hel", "lo", "!", " How", " are", " you", "?", "\n"];
+    const { post } = await serve(pieces, { draftTokens: 6, acceptedDraftTokens: 3, windows: 5, drafter: "mtp" });
+    const speculative = { drafter: "mtp", drafted_tokens: 6, accepted_tokens: 3, windows: 5, acceptance_rate: 0.5, tokens_per_window: 8 / 5 };
+    for (const route of ["/v1/chat/completions", "/v1/completions"]) {
+      const body = route === "/v1/completions" ? prompt : hi;
+      const whole = (await (await post(body, route)).json()) as { usage: unknown };
+      expect(whole.usage).toEqual({ prompt_tokens: 3, completion_tokens: 8, total_tokens: 11, speculative });
+      const raw = await (await post({ ...body, stream: true, stream_options: { include_usage: true } }, route)).text();
+      const events = raw.split("\n\n").filter((e) => e !== "");
+      expect(events.at(-1)).toBe("data: [DONE]");
+      const last = JSON.parse(events.at(-2)!.replace(/^data: /, "")) as { choices: unknown[]; usage: unknown };
+      expect(last.choices).toEqual([]);
+      expect(last.usage).toEqual(whole.usage);
+      // Without include_usage no chunk carries usage.
+      const plain = await (await post({ ...body, stream: true }, route)).text();
+      expect(plain).not.toContain('"usage"');
+    }
+  });
+
+  it("says nothing was drafted as drafter none with null rates", async () => {
+    const { post } = await serve(["a", "b"], { draftTokens: 0, acceptedDraftTokens: 0, windows: 2, drafter: "none" });
+    const whole = (await (await post(hi)).json()) as { usage: { speculative: unknown } };
+    expect(whole.usage.speculative).toEqual({ drafter: "none", drafted_tokens: 0, accepted_tokens: 0, windows: 2, acceptance_rate: null, tokens_per_window: 1 });
   });
 });

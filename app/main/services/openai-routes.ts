@@ -13,7 +13,12 @@ import path from "node:path";
 import { splitReply } from "../../shared/reply-channels.js";
 import { ReplyStream, type ReplyDelta } from "../../shared/reply-stream.js";
 import {
+  draftModes,
   reasoningEfforts,
+  specMaxRange,
+  specMinPRange,
+  specRules,
+  speculativeUsage,
   type ChatMessage,
   type GenerationInput,
   type GenerationRequest,
@@ -22,6 +27,7 @@ import {
   type ReasoningEffort,
   type RuntimeEvent,
   type SamplingSettings,
+  type SpeculativeSettings,
   type StopReason,
 } from "../../shared/runtime-contract.js";
 import type { RouteModule } from "./http-routes.js";
@@ -145,6 +151,7 @@ export const numberRanges = {
   repeat_penalty: { min: 0.01, max: 10 },
   frequency_penalty: { min: -2, max: 2 },
   presence_penalty: { min: -2, max: 2 },
+  spec_min_p: specMinPRange,
 } as const;
 
 export const integerRanges = {
@@ -155,6 +162,7 @@ export const integerRanges = {
   n: { min: 1, max: 128 },
   best_of: { min: 1, max: 20 },
   top_logprobs: { min: 0, max: 20 },
+  spec_max: specMaxRange,
 } as const;
 
 function optNumber(body: Record<string, unknown>, name: keyof typeof numberRanges): number | undefined {
@@ -191,6 +199,33 @@ function optReasoningEffort(body: Record<string, unknown>): ReasoningEffort | un
   return v as ReasoningEffort;
 }
 
+/** A string field with a fixed set of values; absent or null = undefined. */
+function optChoice<T extends string>(body: Record<string, unknown>, name: string, choices: readonly T[]): T | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" || !(choices as readonly string[]).includes(v))
+    throw invalid(name, `must be ${choices.map((c) => JSON.stringify(c)).join(", ").replace(/, ([^,]+)$/, " or $1")} (got ${typeof v === "string" ? JSON.stringify(v.slice(0, 40)) : typeName(v)})`);
+  return v as T;
+}
+
+/**
+ * Guild's speculative-decoding extras (docs/SPECULATIVE.md): `draft` ("auto": the model's MTP block
+ * drafts when it has one; "mtp": 400 without one; "none"), `spec_max` (S, 1..16), `spec_min_p` (0..1),
+ * `spec_rule` ("cost" | "confidence"). Absent: the model's load settings, by default draft "auto".
+ */
+function parseSpeculative(body: Record<string, unknown>): SpeculativeSettings {
+  const out: SpeculativeSettings = {};
+  const draft = optChoice(body, "draft", draftModes);
+  if (draft !== undefined) out.draft = draft;
+  const specMax = optInt(body, "spec_max");
+  if (specMax !== undefined) out.specMax = specMax;
+  const specMinP = optNumber(body, "spec_min_p");
+  if (specMinP !== undefined) out.specMinP = specMinP;
+  const specRule = optChoice(body, "spec_rule", specRules);
+  if (specRule !== undefined) out.specRule = specRule;
+  return out;
+}
+
 /** Fields OpenAI defines whose only supported value is "off"; anything else is refused, not silently ignored. */
 function refuseUnsupported(body: Record<string, unknown>, name: string, isOff: (v: unknown) => boolean, why: string): void {
   const v = body[name];
@@ -204,12 +239,13 @@ interface Common {
   includeUsage: boolean;
   sampling: SamplingSettings;
   stop: string[];
+  speculative: SpeculativeSettings;
 }
 
 const commonFields = [
   "model", "stream", "stream_options", "temperature", "top_p", "max_tokens", "stop", "seed", "n", "top_k", "min_p",
   "repeat_penalty", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "user", "metadata", "store",
-  "service_tier",
+  "service_tier", "draft", "spec_max", "spec_min_p", "spec_rule",
 ];
 
 function checkFields(body: Record<string, unknown>, allowed: readonly string[]): void {
@@ -279,7 +315,8 @@ function parseCommon(body: Record<string, unknown>, maxTokensFields: readonly ("
   refuseUnsupported(body, "logprobs", (v) => v === false, "not supported (only false or null)");
   const user = body["user"];
   if (user !== undefined && user !== null && typeof user !== "string") throw invalid("user", `expected a string, got ${typeName(user)}`);
-  return { model: typeof model === "string" ? model : undefined, stream, includeUsage, sampling, stop };
+  const speculative = parseSpeculative(body);
+  return { model: typeof model === "string" ? model : undefined, stream, includeUsage, sampling, stop, speculative };
 }
 
 /** Fields of the assistant message this API answers with, which a client may send back in its history. */
@@ -408,7 +445,14 @@ function usageOf(r: GenerationResult) {
     prompt_tokens: r.stats.promptTokens,
     completion_tokens: r.stats.generatedTokens,
     total_tokens: r.stats.promptTokens + r.stats.generatedTokens,
+    // Guild's extra: how the reply was drafted (drafter, drafted and accepted tokens, windows, rates).
+    speculative: speculativeUsage(r.stats),
   };
+}
+
+/** A GenerationRequest field as the API names it (specMax -> spec_max). */
+function apiFieldName(field: string): string {
+  return field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
 function runtimeToApi(err: unknown): ApiError {
@@ -418,7 +462,7 @@ function runtimeToApi(err: unknown): ApiError {
       case "queue_full":
         return new ApiError(429, err.message, "rate_limit_error", null, "queue_full", { "retry-after": "1" });
       case "invalid":
-        return new ApiError(400, err.message, "invalid_request_error", null, "invalid_value");
+        return new ApiError(400, err.message, "invalid_request_error", err.field === undefined ? null : apiFieldName(err.field), "invalid_value");
       case "not_found":
         return new ApiError(404, err.message, "invalid_request_error", "model", "model_not_found");
       case "busy":
@@ -579,7 +623,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
     const reasoningEffort = optReasoningEffort(body);
     const model = resolveModel(runtime, common.model);
     const input: GenerationInput = { kind: "chat", messages, ...(reasoningEffort !== undefined ? { reasoningEffort } : {}) };
-    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop };
+    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop, speculative: common.speculative };
     const modelName = common.model ?? apiModelName(model);
     await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
       chunk: (delta, finish, role) => ({
@@ -609,7 +653,7 @@ export function openAiRoutes(runtime: RuntimeHost, options: OpenAiRoutesOptions 
       const bad = input.tokens.findIndex((t) => t >= model.vocabSize);
       if (bad >= 0) throw invalid(`prompt[${bad}]`, `token id ${input.tokens[bad]} is not in the model's vocabulary [0, ${model.vocabSize})`);
     }
-    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop };
+    const request: GenerationRequest = { modelId: model.id, input, sampling: common.sampling, stop: common.stop, speculative: common.speculative };
     const modelName = common.model ?? apiModelName(model);
     await generate(res, request, common.stream, common.includeUsage, (id, created, name) => ({
       chunk: (delta, finish) => ({

@@ -9,6 +9,8 @@ import path from "node:path";
 
 import { loadCancelledMessage } from "../../shared/app-contract.js";
 import {
+  checkSpeculative,
+  defaultAppDraft,
   reasoningEfforts,
   type ChatMessage,
   type GenerationInput,
@@ -24,6 +26,7 @@ import {
   type RuntimeEvent,
   type RuntimeReply,
   type SessionId,
+  type SpeculativeSettings,
   type StartupProfileJson,
   type StopReason,
 } from "../../shared/runtime-contract.js";
@@ -31,6 +34,7 @@ import { ChatTemplateError, chatPromptTokens } from "../runtime/chat-template.js
 import { checkModelLoad, GuildModel, type LoadCheck } from "../runtime/model.js";
 import type { GenerateOptions, LoadCheckOptions } from "../runtime/options.js";
 import { pacedGenerate, type TokenPacing } from "../runtime/paced-generate.js";
+import type { NativeError } from "../runtime/native-types.js";
 import type { GuildSession } from "../runtime/session.js";
 
 /** A request the runtime refuses (bad arguments, unknown ids, busy sessions). */
@@ -38,6 +42,8 @@ export class RuntimeError extends Error {
   constructor(
     message: string,
     readonly code: "not_found" | "invalid" | "busy" | "cancelled" | "queue_full" | "failed" = "failed",
+    /** The request field at fault, when one is (a GenerationRequest's or its `speculative`'s, e.g. "draft"). */
+    readonly field?: string,
   ) {
     super(message);
     this.name = "RuntimeError";
@@ -137,6 +143,7 @@ export class RuntimeHost {
   async loadModel(file: string, settings: ModelLoadSettings = {}, loadId: LoadId = randomUUID()): Promise<LoadedModel> {
     if (typeof file !== "string" || file.length === 0) throw new RuntimeError("a model path is required", "invalid");
     if (this.loads.has(loadId)) throw new RuntimeError(`load ${loadId} is already running`, "busy");
+    const speculative = speculativeOf(settings);
     const controller = new AbortController();
     this.loads.set(loadId, controller);
     try {
@@ -145,14 +152,20 @@ export class RuntimeHost {
         onProgress: (stage, fraction) => this.emit({ type: "loadProgress", loadId, path: file, stage, fraction }),
         signal: controller.signal,
       });
-      const info = describe(randomUUID(), file, model);
+      const info = describe(randomUUID(), file, model, speculative);
+      if (speculative.draft === "mtp" && info.drafter !== "mtp") {
+        const why = noDrafterReason(model);
+        model.dispose();
+        throw new RuntimeError(`${file}: draft "mtp": ${why}; load it with draft "auto" or "none"`, "invalid", "draft");
+      }
       this.models.set(info.id, { model, info, running: null, waiting: [] });
       this.emit({ type: "modelLoaded", loadId, model: info });
       return info;
     } catch (err) {
       const message = controller.signal.aborted ? loadCancelledMessage : errorMessage(err);
       this.emit({ type: "error", loadId, message });
-      throw new RuntimeError(message, controller.signal.aborted ? "cancelled" : "failed");
+      if (controller.signal.aborted) throw new RuntimeError(message, "cancelled");
+      throw err instanceof RuntimeError ? err : new RuntimeError(message, "failed");
     } finally {
       this.loads.delete(loadId);
     }
@@ -276,6 +289,11 @@ export class RuntimeHost {
     if (this.requests.has(requestId)) throw new RuntimeError(`request ${requestId} already exists`, "invalid");
     const entry = this.model(request.modelId);
     const stops = (request.stop ?? []).filter((s) => typeof s === "string" && s.length > 0);
+    // The request's speculative settings over the model's (its load settings), checked before anything is reserved.
+    const speculative = { ...entry.info.speculative, ...speculativeOf(request.speculative ?? {}) };
+    const draft = speculative.draft ?? defaultAppDraft;
+    if (draft === "mtp" && entry.info.drafter !== "mtp")
+      throw new RuntimeError(`draft "mtp": ${noDrafterReason(entry.model)} (use draft "auto" or "none")`, "invalid", "draft");
     let sessionEntry: SessionEntry | undefined;
     let ownSession: GuildSession | undefined;
     if (request.sessionId !== undefined) {
@@ -319,6 +337,10 @@ export class RuntimeHost {
           ...(s.minP !== undefined ? { minP: s.minP } : {}),
           ...(s.repeatPenalty !== undefined ? { repeatPenalty: s.repeatPenalty } : {}),
           ...(s.seed !== undefined ? { seed: s.seed } : {}),
+          draft,
+          ...(speculative.specMax !== undefined ? { specMax: speculative.specMax } : {}),
+          ...(speculative.specMinP !== undefined ? { specMinP: speculative.specMinP } : {}),
+          ...(speculative.specRule !== undefined ? { specRule: speculative.specRule } : {}),
           signal: controller.signal,
           onToken: (token) => {
             if (stopped) return;
@@ -359,6 +381,8 @@ export class RuntimeHost {
             queueMs: result.queueMs,
             draftTokens: result.draftTokens,
             acceptedDraftTokens: result.acceptedDraftTokens,
+            windows: result.windows,
+            drafter: result.draftedByMtp ? "mtp" : "none",
           },
         };
         this.emit({ type: "done", result: done });
@@ -366,7 +390,8 @@ export class RuntimeHost {
       } catch (err) {
         const message = errorMessage(err);
         this.emit({ type: "error", requestId, message });
-        throw new RuntimeError(message);
+        // The runtime refused the request's arguments (say, draft "mtp" where the session cannot draft): the caller's to fix.
+        throw new RuntimeError(message, (err as NativeError | null)?.code === "invalid_argument" ? "invalid" : "failed");
       } finally {
         ownSession?.dispose();
         this.release(entry, requestId);
@@ -508,12 +533,25 @@ function cancelledResult(requestId: RequestId, modelId: ModelId, promptTokens: n
     requestId, modelId, text: "", tokens: [], promptTokens, stopReason: "cancel",
     stats: {
       promptTokens: promptTokens.length, reusedPromptTokens: 0, generatedTokens: 0, promptTokensPerSecond: 0,
-      decodeTokensPerSecond: 0, ttftMs: 0, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0,
+      decodeTokensPerSecond: 0, ttftMs: 0, queueMs: 0, draftTokens: 0, acceptedDraftTokens: 0, windows: 0, drafter: "none",
     },
   };
 }
 
-function describe(id: ModelId, file: string, model: GuildModel): LoadedModel {
+/** The speculative part of load settings or of a request, checked (one line naming the field). */
+function speculativeOf(settings: SpeculativeSettings): SpeculativeSettings {
+  const check = checkSpeculative(settings as Readonly<Record<string, unknown>>);
+  if (!check.ok) throw new RuntimeError(check.message, "invalid", check.field);
+  return check.settings;
+}
+
+/** Why a model's sessions cannot draft with MTP, in the runtime's words. */
+function noDrafterReason(model: GuildModel): string {
+  const d = model.drafter();
+  return d.mtp ? "" : d.reason;
+}
+
+function describe(id: ModelId, file: string, model: GuildModel, speculative: SpeculativeSettings): LoadedModel {
   const info = model.info();
   const num = (k: string) => (typeof info[k] === "number" ? (info[k] as number) : 0);
   return {
@@ -531,6 +569,8 @@ function describe(id: ModelId, file: string, model: GuildModel): LoadedModel {
     kernels: typeof info["kernels"] === "string" ? (info["kernels"] as string) : "",
     ready: model.ready,
     loadedAt: new Date().toISOString(),
+    drafter: model.drafter().mtp ? "mtp" : "none",
+    speculative,
   };
 }
 

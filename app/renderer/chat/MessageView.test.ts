@@ -16,10 +16,10 @@ beforeAll(async () => {
   ({ MessageView } = await import("./MessageView.js"));
 });
 
-function reply(content: string, streaming: boolean): string {
+function reply(content: string, streaming: boolean, stats: Message["stats"] = null): string {
   const m: Message = {
     id: "r1", conversationId: "c1", role: "assistant", content, status: streaming ? "streaming" : "complete", createdAt: "2025-01-01T00:00:00Z",
-    stats: null, error: null, parentId: "u1", siblingIds: ["r1"], model: "gpt-oss-20b", edited: false, contextFrom: null,
+    stats, error: null, parentId: "u1", siblingIds: ["r1"], model: "gpt-oss-20b", edited: false, contextFrom: null,
   };
   return renderToStaticMarkup(createElement(MessageView, { m, streaming, position: null, idle: !streaming, inContext: true }));
 }
@@ -50,5 +50,29 @@ describe("MessageView: reasoning", () => {
     const html = body(reply("<think>The user says hi.</think>\n\nHello!", false));
     expect(html).toMatch(/^<details class="reasoning" data-testid="reasoning"><summary>Reasoning<\/summary>/);
     expect(html).toMatch(/<\/details><div class="markdown[^"]*"><p>Hello!<\/p>/);
+  });
+});
+
+describe("MessageView: the reply's stats", () => {
+  const stats = (extra: Partial<NonNullable<Message["stats"]>>): NonNullable<Message["stats"]> => ({
+    promptTokens: 12, generatedTokens: 40, tokensPerSecond: 51.2, ttftMs: 33.4, queueMs: 0, stopReason: "length", contextSize: 4096, ...extra,
+  });
+  const statsText = (html: string) => {
+    const m = /<div class="stats" data-testid="message-stats">(.*?)<\/div>/.exec(html);
+    return (m?.[1] ?? "").replace(/<[^>]+>/g, "");
+  };
+
+  it("shows the acceptance rate and tokens per window beside tok/s when the MTP block drafted", () => {
+    const html = reply("Hi", false, stats({ draftTokens: 30, acceptedDraftTokens: 15, windows: 25, drafter: "mtp" }));
+    expect(html).toContain('data-testid="draft-stats"');
+    expect(statsText(html)).toBe("40 tokens · 51.2 tok/s · 50% of drafts accepted · 1.60 tokens/window · TTFT 33 ms · stop: max tokens reached (length)");
+  });
+
+  it("shows nothing of drafts when none were made, or for a reply stored before they were counted", () => {
+    for (const s of [stats({ draftTokens: 0, acceptedDraftTokens: 0, windows: 40, drafter: "none" }), stats({ draftTokens: 0, acceptedDraftTokens: 0, windows: 40, drafter: "mtp" }), stats({})]) {
+      const html = reply("Hi", false, s);
+      expect(html).not.toContain("draft-stats");
+      expect(statsText(html)).toBe("40 tokens · 51.2 tok/s · TTFT 33 ms · stop: max tokens reached (length)");
+    }
   });
 });

@@ -7,6 +7,7 @@ import { memo, useState, type KeyboardEvent } from "react";
 import type { Message } from "../../shared/app-contract.js";
 import { copyText } from "../common/clipboard.js";
 import { Markdown } from "../common/Markdown.js";
+import { draftFiguresText } from "../../shared/speculative-stats.js";
 import { splitReasoning } from "../common/reasoning.js";
 import { useApp } from "../stores/store.js";
 import { stopReasonLabel } from "./context-view.js";
@@ -54,7 +55,8 @@ export const MessageView = memo(function MessageView({ m, streaming, position, i
       {m.status === "stopped" && <div className="note">Stopped</div>}
       {m.stats && (
         <div className="stats" data-testid="message-stats">
-          {m.stats.generatedTokens} tokens · {m.stats.tokensPerSecond.toFixed(1)} tok/s · TTFT {m.stats.ttftMs.toFixed(0)} ms
+          {m.stats.generatedTokens} tokens · {m.stats.tokensPerSecond.toFixed(1)} tok/s
+          <DraftStats stats={m.stats} /> · TTFT {m.stats.ttftMs.toFixed(0)} ms
           {m.stats.queueMs > 1 ? ` · queued ${m.stats.queueMs.toFixed(0)} ms` : ""}
           <span className={`stop-reason stop-${m.stats.stopReason}`} data-testid="stop-reason"> · stop: {stopReasonLabel(m.stats.stopReason)}</span>
         </div>
@@ -62,6 +64,18 @@ export const MessageView = memo(function MessageView({ m, streaming, position, i
     </article>
   );
 });
+
+/** Beside tok/s, when the model's MTP block drafted: how many drafts were accepted and the tokens per verifier pass. */
+function DraftStats({ stats }: { stats: NonNullable<Message["stats"]> }) {
+  const text = draftFiguresText(stats);
+  if (text === null) return null;
+  return (
+    <span className="draft-stats" data-testid="draft-stats"
+      title="Speculative decoding: the model's MTP block drafted tokens that one verifier pass checked together">
+      {` · ${text}`}
+    </span>
+  );
+}
 
 /** A reply: its reasoning (a `<think>` block or harmony's analysis) collapsed above the answer, open while the model is still thinking. */
 function ReplyBody({ text, streaming }: { text: string; streaming: boolean }) {

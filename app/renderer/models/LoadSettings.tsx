@@ -1,8 +1,9 @@
 // The load settings every Load button on the Models page uses: CPU settings,
-// and a GPU group that only matters with a CUDA build on a machine with a GPU.
+// a GPU group that only matters with a CUDA build on a machine with a GPU, and
+// speculative decoding (the defaults of every reply with the model).
 // Each field's error is the list item under the form, attached to its input
 // (aria-describedby + aria-invalid), so a screen reader reads it with the field.
-import { gpuFieldsApply, type DeviceChoice, type LoadSettingsField, type LoadSettingsForm, type ParsedLoadSettings } from "./load-settings.js";
+import { draftFieldsApply, gpuFieldsApply, type DeviceChoice, type LoadSettingsField, type LoadSettingsForm, type ParsedLoadSettings } from "./load-settings.js";
 
 interface Props {
   form: LoadSettingsForm;
@@ -18,6 +19,7 @@ const errorId = (field: LoadSettingsField) => `load-settings-error-${field}`;
 export function LoadSettings({ form, currentDevice, errors, fieldErrors, onChange }: Props) {
   const set = <K extends keyof LoadSettingsForm>(key: K, value: LoadSettingsForm[K]) => onChange({ ...form, [key]: value });
   const gpuOn = gpuFieldsApply(form);
+  const draftOn = draftFieldsApply(form);
   /** The attributes that tie a field to its error, when it has one. */
   const described = (field: LoadSettingsField) =>
     fieldErrors[field] !== undefined ? { "aria-invalid": true, "aria-describedby": errorId(field) } : {};
@@ -75,6 +77,38 @@ export function LoadSettings({ form, currentDevice, errors, fieldErrors, onChang
           <label>Peer budget (GiB)
             <input value={gpuOn ? form.gpuPeerBudgetGiB : ""} onChange={(e) => set("gpuPeerBudgetGiB", e.target.value)} disabled={!gpuOn}
               placeholder="free − 1 GiB" inputMode="decimal" aria-label="Peer budget (GiB)" {...described("gpuPeerBudgetGiB")} />
+          </label>
+        </div>
+      </fieldset>
+      <fieldset className="draft-group" data-testid="draft-settings">
+        <legend>Speculative decoding</legend>
+        <p className="fine-print" data-testid="draft-hint">A model with an MTP (nextn) block (glm4moe models today) can draft a few
+          tokens ahead that one pass of the model then checks together, on the CPU. Greedy replies are the same either way;
+          Auto drafts where the model can, MTP insists (the load is refused without one).</p>
+        <div className="settings-row">
+          <label>Drafts
+            <select value={form.draft} onChange={(e) => set("draft", e.target.value as LoadSettingsForm["draft"])} aria-label="Speculative drafts">
+              <option value="">default (Auto)</option>
+              <option value="auto">Auto (the MTP block when the model has one)</option>
+              <option value="mtp">MTP (required)</option>
+              <option value="none">None</option>
+            </select>
+          </label>
+          <label>Window size
+            <input value={draftOn ? form.specMax : ""} onChange={(e) => set("specMax", e.target.value)} disabled={!draftOn}
+              placeholder="4" inputMode="numeric" aria-label="Speculative window size" {...described("specMax")} />
+          </label>
+          <label>Draft min p
+            <input value={draftOn ? form.specMinP : ""} onChange={(e) => set("specMinP", e.target.value)} disabled={!draftOn}
+              placeholder="0" inputMode="decimal" aria-label="Draft min p" {...described("specMinP")} />
+          </label>
+          <label>Window rule
+            <select value={draftOn ? form.specRule : ""} onChange={(e) => set("specRule", e.target.value as LoadSettingsForm["specRule"])} disabled={!draftOn}
+              aria-label="Speculative window rule">
+              <option value="">default (cost)</option>
+              <option value="cost">cost: draft while it pays</option>
+              <option value="confidence">confidence: while the head is sure</option>
+            </select>
           </label>
         </div>
       </fieldset>

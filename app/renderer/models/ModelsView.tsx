@@ -15,7 +15,7 @@ import { Downloads } from "./Downloads.js";
 import { FolderBrowser } from "./FolderBrowser.js";
 import { GpuFitNote } from "./GpuFitNote.js";
 import { HubSearch } from "./HubSearch.js";
-import { emptyLoadSettingsForm, fromLoadSettings, peerList, toLoadSettings, type LoadFormSource } from "./load-settings.js";
+import { draftingText, emptyLoadSettingsForm, fromLoadSettings, peerList, toLoadSettings, type LoadFormSource } from "./load-settings.js";
 import { LoadSettings } from "./LoadSettings.js";
 import { MemoryPlanView } from "./MemoryPlanView.js";
 import { stageLabel } from "./stage-labels.js";
@@ -105,6 +105,7 @@ export function ModelsView() {
             <dt>Context</dt><dd>{current.contextSize} tokens</dd>
             <dt>Weights</dt><dd>{formatBytes(current.weightBytes)}</dd>
             <dt>Threads / kernels</dt><dd>{current.threads} · {current.kernels || "default"}</dd>
+            <dt>Speculative drafts</dt><dd data-testid="current-drafting">{draftingText(current)}</dd>
             <dt>Path</dt><dd className="path">{current.path}</dd>
           </dl>
         ) : <p>{loadingPath ? "Loading…" : "No model is loaded."}</p>}

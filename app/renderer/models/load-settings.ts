@@ -2,7 +2,9 @@
 // it sends. The renderer checks the obvious (whole numbers, a positive budget) so
 // the Load buttons can say why they are off; ModelManager's sanitizeSettings is
 // the real check.
-import { checkGpuPeers, type ModelLoadSettings } from "../../shared/runtime-contract.js";
+import {
+  checkGpuPeers, defaultAppDraft, specMaxRange, specMinPRange, type DraftMode, type LoadedModel, type ModelLoadSettings, type SpecRule,
+} from "../../shared/runtime-contract.js";
 
 /** "auto" sends no device: the runtime then uses $GUILD_GPU, else auto (a CUDA GPU when there is one). */
 export type DeviceChoice = "auto" | "cpu" | "cuda";
@@ -22,15 +24,23 @@ export interface LoadSettingsForm {
   gpuPeers: string;
   /** GiB of each peer's expert cache; "" = the default (each peer's free memory less 1 GiB). */
   gpuPeerBudgetGiB: string;
+  /** Speculative decoding of the model's replies (docs/SPECULATIVE.md); "" = the default (auto). */
+  draft: "" | DraftMode;
+  /** Window size S, 1..16; "" = the runtime's default (4). */
+  specMax: string;
+  /** The drafts' probability floor, 0..1; "" = the runtime's default (0). */
+  specMinP: string;
+  /** "" = the runtime's default (cost). */
+  specRule: "" | SpecRule;
 }
 
 export const emptyLoadSettingsForm: LoadSettingsForm = {
   threads: "", contextSize: "", kvCacheType: "", device: "auto", cudaDevice: "0", gpuBudgetGiB: "", expertsOnCpu: false,
-  gpuPeers: "", gpuPeerBudgetGiB: "",
+  gpuPeers: "", gpuPeerBudgetGiB: "", draft: "", specMax: "", specMinP: "", specRule: "",
 };
 
 /** The fields of the form that can be wrong. */
-export type LoadSettingsField = "threads" | "contextSize" | "cudaDevice" | "gpuBudgetGiB" | "gpuPeers" | "gpuPeerBudgetGiB";
+export type LoadSettingsField = "threads" | "contextSize" | "cudaDevice" | "gpuBudgetGiB" | "gpuPeers" | "gpuPeerBudgetGiB" | "specMax" | "specMinP";
 
 export interface ParsedLoadSettings {
   /** Absent when nothing differs from the defaults. */
@@ -39,6 +49,11 @@ export interface ParsedLoadSettings {
   errors: string[];
   /** The same sentences by field, so each can be attached to its input (aria-describedby). */
   fieldErrors: Partial<Record<LoadSettingsField, string>>;
+}
+
+/** The window fields shape drafts: they apply unless drafting is off. */
+export function draftFieldsApply(form: LoadSettingsForm): boolean {
+  return form.draft !== "none";
 }
 
 /** The GPU-only fields apply unless the device is the CPU. */
@@ -113,6 +128,22 @@ export function toLoadSettings(form: LoadSettingsForm): ParsedLoadSettings {
       else if (s.gpuPeers !== undefined) s.gpuPeerBudgetGiB = n;
     }
   }
+  if (form.draft) s.draft = form.draft;
+  if (draftFieldsApply(form)) {
+    const specMax = form.specMax.trim();
+    if (specMax) {
+      const n = wholeNumber(specMax, specMaxRange.max);
+      if (n === null || n < specMaxRange.min) fail("specMax", `Window size must be a whole number from ${specMaxRange.min} to ${specMaxRange.max} (empty = 4).`);
+      else s.specMax = n;
+    }
+    const specMinP = form.specMinP.trim();
+    if (specMinP) {
+      const n = /^\d*\.?\d+$|^\d+\.$/.test(specMinP) ? Number(specMinP) : NaN;
+      if (!(n >= specMinPRange.min && n <= specMinPRange.max)) fail("specMinP", `Draft min p must be a number from ${specMinPRange.min} to ${specMinPRange.max} (empty = 0).`);
+      else s.specMinP = n;
+    }
+    if (form.specRule) s.specRule = form.specRule;
+  }
   return Object.keys(s).length > 0 ? { settings: s, errors, fieldErrors } : { errors, fieldErrors };
 }
 
@@ -130,8 +161,21 @@ export function fromLoadSettings(settings: ModelLoadSettings): LoadSettingsForm 
     expertsOnCpu: settings.expertsOnCpu === true,
     gpuPeers: settings.gpuPeers ?? "",
     gpuPeerBudgetGiB: settings.gpuPeerBudgetGiB !== undefined ? String(settings.gpuPeerBudgetGiB) : "",
+    draft: settings.draft ?? "",
+    specMax: settings.specMax !== undefined ? String(settings.specMax) : "",
+    specMinP: settings.specMinP !== undefined ? String(settings.specMinP) : "",
+    specRule: settings.specRule ?? "",
   };
 }
 
 /** Where the form's values came from: the defaults, a model's remembered settings, or the user's typing (never replaced silently). */
 export type LoadFormSource = { kind: "default" } | { kind: "remembered"; path: string; name: string; loadedAt: number } | { kind: "typed" };
+
+/** How the loaded model drafts its replies, in a few words (the Current model card). */
+export function draftingText(model: Pick<LoadedModel, "drafter" | "speculative">): string {
+  const s = model.speculative;
+  const draft = s.draft ?? defaultAppDraft;
+  if (model.drafter !== "mtp") return "none: the model has no MTP block that drafts here";
+  if (draft === "none") return "off (the model's MTP block could draft: load it with Auto)";
+  return `MTP block, windows of up to ${s.specMax ?? 4} tokens, min p ${s.specMinP ?? 0}, ${s.specRule ?? "cost"} rule`;
+}
