@@ -216,7 +216,9 @@ void attention_step(const DecoderContext& c, const AttentionStep& a, const Layer
   }
 
   // Per token: q/k norms, rope, then K and V into the cache (rows of distinct
-  // positions: safe from several threads).
+  // positions: safe from several threads). A sliding-window layer first
+  // slides its rows so the pass fits.
+  c.kv.make_room(layer, pos0, n);
   for_rows(c.pool, n, [&](int i0, int i1) {
     for (int i = i0; i < i1; ++i) {
       float* qi = s.q.data() + static_cast<int64_t>(i) * q_dim;

@@ -88,4 +88,12 @@ bool build_standard_recipe(const ModelHparams& hp, const ModelWeights& w, ModelR
   return true;
 }
 
+std::vector<int> ModelRecipe::attention_windows() const {
+  std::vector<int> w(layers.size(), 0);
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const RecipeStep& step : layers[l].steps)
+      if (step.kind == StepKind::Attention) w[l] = step.attention.sliding_window;
+  return w;
+}
+
 }  // namespace guild

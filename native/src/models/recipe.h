@@ -74,6 +74,9 @@ struct ModelRecipe {
   // What the CUDA executor cannot run yet ("" when it runs every step): a
   // model whose recipe needs more stays on the CPU (or fails a cuda:N load).
   std::string gpu_gap() const;
+  // Per trunk layer, its attention's sliding window (0: full attention): how
+  // many KV rows the layer needs (runtime/kv_cache.h).
+  std::vector<int> attention_windows() const;
 };
 
 // A small builder the architecture files use, so a layer reads as its steps:

@@ -693,8 +693,11 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
       // that a model whose first session cannot fit fails here with the
       // numbers rather than later (every session is checked again).
       // use_gpu: the GPU holds the model (a check: it would).
+      const std::vector<int> windows = m->recipe_.attention_windows();  // empty before a recipe: all full
+      SessionShape shape;
+      shape.windows = windows;
       const SessionMemory need =
-          estimate_session_memory(m->hp_, exec.n_ctx, load_threads(options, machine), exec.kv_type, use_gpu);
+          estimate_session_memory(m->hp_, exec.n_ctx, load_threads(options, machine), exec.kv_type, use_gpu, shape);
       const uint64_t kv_bytes = need.kv;
       st.detail.set("session_memory", need.to_json());
       const uint64_t limit = m->session_memory_limit();

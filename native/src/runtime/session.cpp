@@ -26,7 +26,8 @@ const char* stop_reason_name(StopReason r) {
   return "error";
 }
 
-std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx, std::string* error) {
+std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx, std::string* error,
+                                                   const SessionShape& shape_in) {
   if (model.vocab_only()) {
     *error = model.path() + ": opened for its tokenizer only (vocab only): it cannot run a session";
     return nullptr;
@@ -44,14 +45,18 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
              std::to_string(hparam_limits::kMaxContext) + " tokens";
     return nullptr;
   }
-  s->max_batch_ = session_max_batch(s->n_ctx_);
+  s->max_batch_ = session_max_batch(s->n_ctx_, shape_in.max_batch);
   s->n_vocab_ = hp.n_vocab;
-  const int scratch_tokens = session_scratch_tokens(s->n_ctx_);
+  const int scratch_tokens = session_scratch_tokens(s->n_ctx_, shape_in.max_batch);
+  // Sliding-window layers keep only the rows they can attend to (and a history to cut back to).
+  const std::vector<int> windows = model.recipe().attention_windows();
+  SessionShape shape = shape_in;
+  shape.windows = windows;
   GpuExecution* gpu = model.gpu();
   // Everything below is sized from the file's hyper-parameters and the
   // context asked: refuse what the machine cannot give before touching it.
   const SessionMemory need =
-      estimate_session_memory(hp, s->n_ctx_, model.pool().size(), s->exec_->kv_type, gpu != nullptr);
+      estimate_session_memory(hp, s->n_ctx_, model.pool().size(), s->exec_->kv_type, gpu != nullptr, shape);
   if (!session_memory_fits(need, model.session_memory_limit(), error)) return nullptr;
   if (gpu && s->n_ctx_ > gpu->decoder().n_ctx()) {
     *error = "context size " + std::to_string(s->n_ctx_) + " exceeds the GPU KV cache of " +
@@ -62,7 +67,7 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
     // With a GPU the KV cache and the activations live on the device (one set
     // per model, GpuExecution): the session keeps only its history and logits.
     if ((!gpu && !s->kv_.init(hp.n_layer, s->n_ctx_, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
-                              s->exec_->kv_type)) ||
+                              s->exec_->kv_type, windows, scratch_tokens, shape.sliding_history)) ||
         (!gpu && !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size())))
       throw std::bad_alloc();
     // The MTP drafter runs the nextn block on the CPU executor; a GPU
@@ -334,6 +339,12 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
     // re-run the trunk from where the drafter can be fed without a gap.
     mtp_->truncate(static_cast<int>(reuse));
     if (use_mtp) reuse = static_cast<size_t>(mtp_->resume_point(static_cast<int>(reuse)));
+  }
+  // A cut further back than sliding-window layers keep rows for: run the
+  // prompt again from the start.
+  if (!model_.gpu() && static_cast<size_t>(kv_.resume_point(static_cast<int>(reuse))) != reuse) {
+    reuse = 0;
+    if (mtp_) mtp_->truncate(0);
   }
   history_.resize(reuse);
   res.n_reused = static_cast<int>(reuse);

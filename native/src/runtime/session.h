@@ -19,6 +19,7 @@
 #include "runtime/model.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/sampler.h"
+#include "runtime/session_memory.h"
 
 namespace guild {
 
@@ -89,7 +90,8 @@ class GuildSession {
   // Null + error when the context is out of range, when what the session
   // would allocate (runtime/session_memory.h) exceeds what the machine can
   // give, or when the allocation fails.
-  static std::unique_ptr<GuildSession> create(GuildModel& model, int n_ctx, std::string* error);
+  static std::unique_ptr<GuildSession> create(GuildModel& model, int n_ctx, std::string* error,
+                                              const SessionShape& shape = {});
 
   GuildModel& model() const { return model_; }
   uint64_t id() const { return id_; }

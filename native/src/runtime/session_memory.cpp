@@ -12,19 +12,27 @@ namespace {
 constexpr int kMaxBatch = 512;  // tokens per forward pass during prefill
 }  // namespace
 
-int session_max_batch(int n_ctx) { return std::min(kMaxBatch, n_ctx); }
+int session_max_batch(int n_ctx, int max_batch) {
+  return std::min(max_batch > 0 ? std::min(max_batch, kMaxBatch) : kMaxBatch, n_ctx);
+}
 
-int session_scratch_tokens(int n_ctx) { return std::max(session_max_batch(n_ctx), std::min(kMaxWindow, n_ctx)); }
+int session_scratch_tokens(int n_ctx, int max_batch) {
+  return std::max(session_max_batch(n_ctx, max_batch), std::min(kMaxWindow, n_ctx));
+}
 
-SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_threads, KvType kv_type, bool on_gpu) {
+SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_threads, KvType kv_type, bool on_gpu,
+                                      const SessionShape& shape) {
   SessionMemory m;
   m.n_ctx = n_ctx;
-  m.max_tokens = session_scratch_tokens(n_ctx);
+  m.max_tokens = session_scratch_tokens(n_ctx, shape.max_batch);
   if (!on_gpu) {
-    // KvCache::init: n_layer x n_ctx rows of K and V.
+    // KvCache::init: per layer n_ctx rows of K and V (a sliding-window layer fewer).
     const uint64_t elem = kv_type == KvType::F16 ? 2 : 4;
     const uint64_t row = static_cast<uint64_t>(hp.n_head_kv) * (static_cast<uint64_t>(hp.head_dim_k) + hp.head_dim_v);
-    m.kv = static_cast<uint64_t>(hp.n_layer) * static_cast<uint64_t>(n_ctx) * row * elem;
+    for (int l = 0; l < hp.n_layer; ++l) {
+      const int w = static_cast<size_t>(l) < shape.windows.size() ? shape.windows[static_cast<size_t>(l)] : 0;
+      m.kv += static_cast<uint64_t>(KvCache::sliding_rows(w, n_ctx, m.max_tokens, shape.sliding_history)) * row * elem;
+    }
     const DecoderScratchSizes z = DecoderScratch::sizes(hp, m.max_tokens, n_ctx, std::max(1, n_threads));
     m.per_thread = z.per_thread_bytes();
     m.scratch = z.bytes() - m.per_thread;

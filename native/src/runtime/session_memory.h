@@ -7,6 +7,7 @@
 // (models/hparam_limits.h), so none of these products can overflow.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/json.h"
@@ -31,13 +32,30 @@ struct SessionMemory {
   std::string summary() const;
 };
 
-// The prefill batch (tokens per forward pass) of a session of n_ctx tokens.
-int session_max_batch(int n_ctx);
+// The prefill batch (tokens per forward pass) of a session of n_ctx tokens
+// (max_batch > 0: at most that).
+int session_max_batch(int n_ctx, int max_batch = 0);
 // Rows the session's scratch holds: the batch, or a speculative window.
-int session_scratch_tokens(int n_ctx);
+int session_scratch_tokens(int n_ctx, int max_batch = 0);
 
 // on_gpu: the KV cache and the activations live on the device, not here.
-SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_threads, KvType kv_type, bool on_gpu);
+// Positions before the end a sliding-window layer keeps beyond its window
+// and a pass: how far a rollback or a reused prefix may cut back without
+// the prompt being run again (runtime/kv_cache.h).
+inline constexpr int kSlidingHistory = 2048;
+
+// How a session is laid out beyond its context: the layers' sliding windows
+// (0 or absent: full attention; such a layer's KV holds
+// KvCache::sliding_rows rows), and, for tests, a smaller prefill batch and
+// sliding history than the defaults.
+struct SessionShape {
+  std::span<const int> windows;
+  int max_batch = 0;  // 0: session_max_batch(n_ctx)
+  int sliding_history = kSlidingHistory;
+};
+
+SessionMemory estimate_session_memory(const ModelHparams& hp, int n_ctx, int n_threads, KvType kv_type, bool on_gpu,
+                                      const SessionShape& shape = {});
 
 // False with a one-line message when `need` exceeds `limit` bytes (what may
 // still be allocated: runtime/machine.h memory_for_allocations()).
