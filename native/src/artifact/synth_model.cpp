@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "artifact/gguf_writer.h"
+#include "artifact/synth_arch.h"
 #include "artifact/weight_quant.h"
 #include "core/tensor_type.h"
 
@@ -69,47 +70,34 @@ uint64_t row_seed(uint64_t seed, size_t tensor, int64_t row) {
 
 // ---- tensors ----------------------------------------------------------------------
 
-struct TensorSpec {
-  std::string name;
-  uint32_t type = 0;
-  std::vector<int64_t> ne;
-  float sigma = 0.0f;  // N(0, sigma) entries; 0 = every entry is `value`
-  float value = 1.0f;
+// The type a tensor of rows of n_in gets: the configured one when its block
+// divides n_in, else llama-quantize's fallback for that type.
+uint32_t storable_type(uint32_t type, int64_t n_in) {
+  uint64_t row = 0;
+  if (tensor_row_bytes(type, static_cast<uint64_t>(n_in), &row)) return type;
+  switch (static_cast<TensorType>(type)) {
+    case TensorType::Q4_K: return static_cast<uint32_t>(TensorType::Q5_0);
+    case TensorType::Q5_K: return static_cast<uint32_t>(TensorType::Q5_1);
+    case TensorType::Q6_K: return static_cast<uint32_t>(TensorType::Q8_0);
+    default: break;
+  }
+  if (tensor_type_info(type).block_elems != 256) return type;
+  const uint32_t iq4_nl = static_cast<uint32_t>(TensorType::IQ4_NL);
+  return weight_quant_supported(iq4_nl) ? iq4_nl : static_cast<uint32_t>(TensorType::Q4_0);
+}
+
+struct Tensors {
+  std::vector<TensorSpec> specs;     // types after the fallbacks
+  std::vector<uint32_t> configured;  // the types the architecture asked for
 };
 
-std::string blk(int l, const char* name) { return "blk." + std::to_string(l) + "." + name; }
-
-// Weight scales. Block inputs are RMS-normed (RMS 1), so a matrix with
-// entries N(0, 1/sqrt(n_in)) keeps RMS 1. Each attention and FFN block adds
-// about RMS 1/sqrt(2 n_layer) to the residual stream, so after all layers
-// the stream's RMS stays near sqrt(2) whatever the depth; the output head's
-// logits have a standard deviation of about 3.
-std::vector<TensorSpec> tensor_specs(const MoeModelConfig& c) {
-  const int64_t E = c.n_embd, V = c.n_vocab, F = c.n_ff_exp, X = c.n_expert;
-  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
-  const float block = 1.0f / std::sqrt(2.0f * static_cast<float>(c.n_layer));
-  const float in_e = 1.0f / std::sqrt(static_cast<float>(E));
-  // silu(g) * u for g, u ~ N(0, 1) has RMS ~0.6: the down projection makes up for it.
-  const float down = block / (0.6f * std::sqrt(static_cast<float>(F)));
-  std::vector<TensorSpec> t;
-  t.push_back({"token_embd.weight", c.embd_type, {E, V}, 1.0f});
-  for (int l = 0; l < c.n_layer; ++l) {
-    t.push_back({blk(l, "attn_norm.weight"), c.norm_type, {E}, 0.0f, 1.0f});
-    t.push_back({blk(l, "attn_q.weight"), c.dense_type, {E, q_dim}, in_e});
-    t.push_back({blk(l, "attn_k.weight"), c.dense_type, {E, kv_dim}, in_e});
-    t.push_back({blk(l, "attn_v.weight"), c.dense_type, {E, kv_dim}, in_e});
-    t.push_back({blk(l, "attn_output.weight"), c.dense_type, {q_dim, E}, block / std::sqrt(static_cast<float>(q_dim))});
-    t.push_back({blk(l, "attn_q_norm.weight"), c.norm_type, {c.head_dim}, 0.0f, 1.0f});
-    t.push_back({blk(l, "attn_k_norm.weight"), c.norm_type, {c.head_dim}, 0.0f, 1.0f});
-    t.push_back({blk(l, "ffn_norm.weight"), c.norm_type, {E}, 0.0f, 1.0f});
-    t.push_back({blk(l, "ffn_gate_inp.weight"), c.router_type, {E, X}, in_e});
-    t.push_back({blk(l, "ffn_gate_exps.weight"), c.expert_type, {E, F, X}, in_e});
-    t.push_back({blk(l, "ffn_up_exps.weight"), c.expert_type, {E, F, X}, in_e});
-    t.push_back({blk(l, "ffn_down_exps.weight"), c.expert_down_type, {F, E, X}, down});
+Tensors tensor_specs(const SynthArch& arch, const MoeModelConfig& c) {
+  Tensors t;
+  t.specs = arch.tensors(c);
+  for (TensorSpec& s : t.specs) {
+    t.configured.push_back(s.type);
+    s.type = storable_type(s.type, s.ne[0]);
   }
-  t.push_back({"output_norm.weight", c.norm_type, {E}, 0.0f, 1.0f});
-  t.push_back({"output.weight", c.output_type, {E, V}, 3.0f * in_e});
   return t;
 }
 
@@ -125,6 +113,12 @@ uint64_t elems(const TensorSpec& s) {
   uint64_t n = 1;
   for (int64_t d : s.ne) n *= static_cast<uint64_t>(d);
   return n;
+}
+
+std::string lower(std::string_view s) {
+  std::string out;
+  for (char ch : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
 }
 
 // ---- tokenizer --------------------------------------------------------------------
@@ -212,118 +206,68 @@ SynthVocab make_vocab(int n_vocab, uint64_t seed) {
   return v;
 }
 
-bool apply_preset(const std::string& name, MoeModelConfig* c) {
-  if (name == "qwen3-30b-a3b") {
-    c->name = "synthetic-qwen3-30b-a3b";
-    c->n_layer = 48;
-    c->n_embd = 2048;
-    c->n_head = 32;
-    c->n_head_kv = 4;
-    c->head_dim = 128;
-    c->n_expert = 128;
-    c->n_expert_used = 8;
-    c->n_ff_exp = 768;
-    c->n_vocab = 151936;
-    c->n_ctx_train = 40960;
-    c->expert_type = c->embd_type = static_cast<uint32_t>(TensorType::Q4_K);
-    c->expert_down_type = c->expert_type;
-    c->dense_type = c->output_type = static_cast<uint32_t>(TensorType::Q6_K);
-    c->norm_type = c->router_type = static_cast<uint32_t>(TensorType::F32);
-    return true;
+// ---- shared helpers of the architecture files ---------------------------------------
+
+std::string blk(int l, const char* name) { return "blk." + std::to_string(l) + "." + name; }
+
+Scales::Scales(const MoeModelConfig& c)
+    : block(1.0f / std::sqrt(2.0f * static_cast<float>(c.n_layer))), in_e(1.0f / std::sqrt(static_cast<float>(c.n_embd))) {}
+
+float Scales::out(int64_t width) const { return block / std::sqrt(static_cast<float>(width)); }
+
+float Scales::down(int64_t width) const { return block / (0.6f * std::sqrt(static_cast<float>(width))); }
+
+void add_attention(std::vector<TensorSpec>& t, const MoeModelConfig& c, int l, const AttentionTensors& a, Role role) {
+  const Scales s(c);
+  const int64_t E = c.n_embd;
+  const int64_t q_dim = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  t.push_back({blk(l, "attn_norm.weight"), c.norm_type, {E}, 0.0f, 1.0f, role});
+  const struct { const char* w; const char* b; int64_t n_out; } qkv[3] = {
+      {"attn_q.weight", "attn_q.bias", q_dim}, {"attn_k.weight", "attn_k.bias", kv_dim}, {"attn_v.weight", "attn_v.bias", kv_dim}};
+  for (const auto& m : qkv) {
+    t.push_back({blk(l, m.w), c.dense_type, {E, m.n_out}, s.in_e, 1.0f, role});
+    if (a.qkv_bias) t.push_back({blk(l, m.b), c.norm_type, {m.n_out}, a.bias_sigma, 1.0f, role});
   }
-  if (name == "bench-1b") {
-    // 18 x (64 experts x 3 x 1024 x 256) = 906 M expert parameters, 47 M
-    // attention, 66 M embedding + head: 1.02 B in all; per token 8 experts
-    // (113 M) + attention + head = 0.19 B.
-    c->name = "synthetic-bench-1b";
-    c->n_layer = 18;
-    c->n_embd = 1024;
-    c->n_head = 16;
-    c->n_head_kv = 4;
-    c->head_dim = 64;
-    c->n_expert = 64;
-    c->n_expert_used = 8;
-    c->n_ff_exp = 256;
-    c->n_vocab = 32000;
-    c->n_ctx_train = 4096;
-    c->expert_type = c->embd_type = static_cast<uint32_t>(TensorType::Q4_K);
-    c->expert_down_type = c->expert_type;
-    c->dense_type = static_cast<uint32_t>(TensorType::Q8_0);
-    c->output_type = static_cast<uint32_t>(TensorType::Q6_K);
-    c->norm_type = c->router_type = static_cast<uint32_t>(TensorType::F32);
-    return true;
+  t.push_back({blk(l, "attn_output.weight"), c.dense_type, {q_dim, E}, s.out(q_dim), 1.0f, role});
+  if (a.out_bias) t.push_back({blk(l, "attn_output.bias"), c.norm_type, {E}, a.bias_sigma * s.block, 1.0f, role});
+  if (a.qk_norm) {
+    t.push_back({blk(l, "attn_q_norm.weight"), c.norm_type, {c.head_dim}, 0.0f, 1.0f, role});
+    t.push_back({blk(l, "attn_k_norm.weight"), c.norm_type, {c.head_dim}, 0.0f, 1.0f, role});
   }
-  return false;
 }
 
-bool parse_type(const std::string& name, uint32_t* type_id) {
-  std::string lower;
-  for (char ch : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (uint32_t id = 0; id < kTensorTypeIdLimit; ++id) {
-    std::string tn(tensor_type_info(id).name);
-    for (char& ch : tn) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (!tn.empty() && tn == lower && weight_quant_supported(id)) {
-      *type_id = id;
-      return true;
-    }
-  }
-  return false;
+void add_routed_experts(std::vector<TensorSpec>& t, const MoeModelConfig& c, int l, bool router_bias, bool biases,
+                        Role router_role) {
+  const Scales s(c);
+  const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert;
+  t.push_back({blk(l, "ffn_gate_inp.weight"), c.router_type, {E, X}, s.in_e, 1.0f, router_role});
+  if (router_bias) t.push_back({blk(l, "ffn_gate_inp.bias"), c.norm_type, {X}, 0.1f, 1.0f, router_role});
+  const Role role = router_role == Role::Nextn ? Role::Nextn : Role::Experts;
+  t.push_back({blk(l, "ffn_gate_exps.weight"), c.expert_type, {E, F, X}, s.in_e, 1.0f, role});
+  if (biases) t.push_back({blk(l, "ffn_gate_exps.bias"), c.norm_type, {F, X}, 0.1f, 1.0f, role});
+  t.push_back({blk(l, "ffn_up_exps.weight"), c.expert_type, {E, F, X}, s.in_e, 1.0f, role});
+  if (biases) t.push_back({blk(l, "ffn_up_exps.bias"), c.norm_type, {F, X}, 0.1f, 1.0f, role});
+  t.push_back({blk(l, "ffn_down_exps.weight"), c.expert_down_type, {F, E, X}, s.down(F), 1.0f, role});
+  if (biases) t.push_back({blk(l, "ffn_down_exps.bias"), c.norm_type, {E, X}, 0.1f * s.block, 1.0f, role});
 }
 
-std::string validate(const MoeModelConfig& c) {
-  auto positive = [](int v) { return v > 0; };
-  if (!positive(c.n_layer) || !positive(c.n_embd) || !positive(c.n_head) || !positive(c.n_head_kv) ||
-      !positive(c.head_dim) || !positive(c.n_expert) || !positive(c.n_expert_used) || !positive(c.n_ff_exp) ||
-      !positive(c.n_ctx_train))
-    return "every size must be positive";
-  if (c.n_head % c.n_head_kv != 0) return "heads must be a multiple of kv-heads";
-  if (c.n_expert_used > c.n_expert) return "experts-used exceeds experts";
-  if (c.head_dim % 2 != 0) return "head-dim must be even (rope)";
-  if (c.n_vocab < 256 + 3 + 26) return "vocab must be at least 285 (256 byte tokens, merges, 3 control tokens)";
-  for (const TensorSpec& s : tensor_specs(c)) {
-    if (!weight_quant_supported(s.type)) return s.name + ": type " + std::string(tensor_type_name(s.type)) + " has no quantizer";
-    uint64_t row = 0;
-    if (!tensor_row_bytes(s.type, static_cast<uint64_t>(s.ne[0]), &row))
-      return s.name + ": row length " + std::to_string(s.ne[0]) + " is not a multiple of the " +
-             std::string(tensor_type_name(s.type)) + " block (" + std::to_string(tensor_type_info(s.type).block_elems) + ")";
-  }
-  return "";
+void add_embedding(std::vector<TensorSpec>& t, const MoeModelConfig& c) {
+  t.push_back({"token_embd.weight", c.embd_type, {c.n_embd, c.n_vocab}, 1.0f, 1.0f, Role::Embedding});
 }
 
-ParamCounts count_params(const MoeModelConfig& c) {
-  ParamCounts p;
-  for (const TensorSpec& s : tensor_specs(c)) {
-    const uint64_t n = elems(s);
-    p.total += n;
-    p.file_bytes += tensor_bytes(s);
-    if (s.ne.size() == 3) p.active += n / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(c.n_expert_used);
-    else if (s.name == "token_embd.weight") p.active += static_cast<uint64_t>(c.n_embd);
-    else p.active += n;
-  }
-  return p;
+void add_head(std::vector<TensorSpec>& t, const MoeModelConfig& c) {
+  const Scales s(c);
+  t.push_back({"output_norm.weight", c.norm_type, {c.n_embd}, 0.0f, 1.0f});
+  t.push_back({"output.weight", c.output_type, {c.n_embd, c.n_vocab}, 3.0f * s.in_e, 1.0f, Role::Output});
 }
 
-bool write_moe_model(const MoeModelConfig& c, const std::string& path, int n_threads, std::string* error,
-                     void (*progress)(const char* msg)) {
-  const std::string problem = validate(c);
-  if (!problem.empty()) {
-    if (error) *error = problem;
-    return false;
-  }
-  const std::vector<TensorSpec> specs = tensor_specs(c);
-  const SynthVocab vocab = make_vocab(c.n_vocab, c.seed);
-
-  gguf::GgufWriter w;
-  const std::string a = "qwen3moe";
-  w.add_string("general.architecture", a);
-  w.add_string("general.name", c.name);
-  w.add_string("general.description", "random weights from guild-gen-model (seed " + std::to_string(c.seed) + ")");
-  w.add_u32("general.quantization_version", 2);
-  w.add_u32("general.alignment", 32);
-  w.add_u32(a + ".block_count", static_cast<uint32_t>(c.n_layer));
+void add_common_keys(const MoeModelConfig& c, int n_blocks, int ff_length, gguf::GgufWriter& w) {
+  const std::string a = c.arch;
+  w.add_u32(a + ".block_count", static_cast<uint32_t>(n_blocks));
   w.add_u32(a + ".context_length", static_cast<uint32_t>(c.n_ctx_train));
   w.add_u32(a + ".embedding_length", static_cast<uint32_t>(c.n_embd));
-  w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.n_ff_exp * c.n_expert_used));
+  if (ff_length > 0) w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(ff_length));
   w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(c.n_head));
   w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv));
   w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
@@ -333,6 +277,163 @@ bool write_moe_model(const MoeModelConfig& c, const std::string& path, int n_thr
   w.add_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
   w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
   w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_exp));
+}
+
+std::string glm4moe_fields_set(const MoeModelConfig& c) {
+  std::string set;
+  auto note = [&](bool on, const char* what) {
+    if (on) set += (set.empty() ? "" : ", ") + std::string(what);
+  };
+  note(c.n_dense_lead != 0, "leading dense layers");
+  note(c.n_expert_shared != 0 || c.n_ff_shexp != 0, "shared experts");
+  note(c.n_nextn != 0, "nextn blocks");
+  note(c.rope_dims != 0 && c.rope_dims != c.head_dim, "partial rope");
+  return set.empty() ? "" : c.arch + " has no " + set + " (glm4moe only)";
+}
+
+namespace {
+const SynthArch* const kArchs[] = {&kQwen3MoeSynth, &kGptOssSynth, &kGlm4MoeSynth};
+}  // namespace
+
+const SynthArch* find_synth_arch(const std::string& name) {
+  for (const SynthArch* a : kArchs)
+    if (name == a->name) return a;
+  return nullptr;
+}
+
+// ---- config -----------------------------------------------------------------------
+
+void set_shape(const MoeShape& s, MoeModelConfig* c) {
+  c->n_layer = s.n_layer;
+  c->n_embd = s.n_embd;
+  c->n_head = s.n_head;
+  c->n_head_kv = s.n_head_kv;
+  c->head_dim = s.head_dim;
+  c->n_expert = s.n_expert;
+  c->n_expert_used = s.n_expert_used;
+  c->n_ff_exp = s.n_ff_exp;
+  c->n_vocab = s.n_vocab;
+}
+
+bool apply_preset(const std::string& name, MoeModelConfig* c) {
+  for (const SynthArch* a : kArchs) {
+    MoeModelConfig candidate = *c;
+    if (a->apply_preset(name, &candidate)) {
+      *c = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (const SynthArch* a : kArchs)
+    for (std::string& n : a->presets()) out.push_back(std::move(n));
+  return out;
+}
+
+bool parse_type(const std::string& name, uint32_t* type_id) {
+  const std::string want = lower(name);
+  for (uint32_t id = 0; id < kTensorTypeIdLimit; ++id) {
+    const std::string tn = lower(tensor_type_info(id).name);
+    if (!tn.empty() && tn == want && weight_quant_supported(id)) {
+      *type_id = id;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string validate(const MoeModelConfig& c) {
+  const SynthArch* arch = find_synth_arch(c.arch);
+  if (!arch) return "unknown architecture '" + c.arch + "' (qwen3moe, gpt-oss, glm4moe)";
+  auto positive = [](int v) { return v > 0; };
+  if (!positive(c.n_layer) || !positive(c.n_embd) || !positive(c.n_head) || !positive(c.n_head_kv) ||
+      !positive(c.head_dim) || !positive(c.n_expert) || !positive(c.n_expert_used) || !positive(c.n_ff_exp) ||
+      !positive(c.n_ctx_train))
+    return "every size must be positive";
+  if (c.n_head % c.n_head_kv != 0) return "heads must be a multiple of kv-heads";
+  if (c.n_expert_used > c.n_expert) return "experts-used exceeds experts";
+  if (c.head_dim % 2 != 0) return "head-dim must be even (rope)";
+  if (c.n_vocab < 256 + 3 + 26) return "vocab must be at least 285 (256 byte tokens, merges, 3 control tokens)";
+  const std::string problem = arch->validate(c);
+  if (!problem.empty()) return problem;
+  const Tensors t = tensor_specs(*arch, c);
+  for (size_t i = 0; i < t.specs.size(); ++i) {
+    const TensorSpec& s = t.specs[i];
+    if (!weight_quant_supported(s.type)) return s.name + ": type " + std::string(tensor_type_name(s.type)) + " has no quantizer";
+    uint64_t row = 0;
+    if (!tensor_row_bytes(s.type, static_cast<uint64_t>(s.ne[0]), &row)) {
+      const uint32_t want = t.configured[i];
+      std::string msg = s.name + ": row length " + std::to_string(s.ne[0]) + " is not a multiple of the " +
+                        std::string(tensor_type_name(want)) + " block (" + std::to_string(tensor_type_info(want).block_elems) + ")";
+      if (s.type != want)
+        msg += " nor of its fallback " + std::string(tensor_type_name(s.type)) + "'s (" +
+               std::to_string(tensor_type_info(s.type).block_elems) + ")";
+      return msg;
+    }
+  }
+  return "";
+}
+
+ParamCounts count_params(const MoeModelConfig& c) {
+  ParamCounts p;
+  const SynthArch* arch = find_synth_arch(c.arch);
+  if (!arch) return p;
+  for (const TensorSpec& s : tensor_specs(*arch, c).specs) {
+    const uint64_t n = elems(s);
+    p.total += n;
+    p.file_bytes += tensor_bytes(s);
+    switch (s.role) {
+      case Role::Dense: p.active += n; break;
+      case Role::Experts: p.active += n / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(c.n_expert_used); break;
+      case Role::Embedding: p.active += static_cast<uint64_t>(c.n_embd); break;
+      case Role::Output: p.active += n; p.output += n; break;
+      case Role::Nextn: p.nextn += n; break;
+    }
+  }
+  return p;
+}
+
+std::vector<std::string> type_fallbacks(const MoeModelConfig& c) {
+  std::vector<std::string> out;
+  const SynthArch* arch = find_synth_arch(c.arch);
+  if (!arch) return out;
+  const Tensors t = tensor_specs(*arch, c);
+  std::vector<std::pair<std::string, int>> kinds;  // "<name>: a -> b", count (first-seen order)
+  for (size_t i = 0; i < t.specs.size(); ++i) {
+    if (t.specs[i].type == t.configured[i]) continue;
+    std::string name = t.specs[i].name;
+    if (name.rfind("blk.", 0) == 0) name = name.substr(name.find('.', 4) + 1);  // the name within a block
+    const std::string kind = name + ": " + std::string(tensor_type_name(t.configured[i])) + " -> " +
+                             std::string(tensor_type_name(t.specs[i].type));
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) kinds.emplace_back(kind, 1);
+    else ++it->second;
+  }
+  for (const auto& [kind, n] : kinds) out.push_back(kind + " (x" + std::to_string(n) + ")");
+  return out;
+}
+
+bool write_moe_model(const MoeModelConfig& c, const std::string& path, int n_threads, std::string* error,
+                     void (*progress)(const char* msg)) {
+  const std::string problem = validate(c);
+  if (!problem.empty()) {
+    if (error) *error = problem;
+    return false;
+  }
+  const SynthArch& arch = *find_synth_arch(c.arch);
+  const std::vector<TensorSpec> specs = tensor_specs(arch, c).specs;
+  const SynthVocab vocab = make_vocab(c.n_vocab, c.seed);
+
+  gguf::GgufWriter w;
+  w.add_string("general.architecture", c.arch);
+  w.add_string("general.name", c.name);
+  w.add_string("general.description", "random weights from guild-gen-model (seed " + std::to_string(c.seed) + ")");
+  w.add_u32("general.quantization_version", 2);
+  w.add_u32("general.alignment", 32);
+  arch.metadata(c, w);
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "qwen2");
   w.add_string_array("tokenizer.ggml.tokens", vocab.tokens);

@@ -87,6 +87,38 @@ void q8_0(const float* x, BlockQ8_0* b) {
   for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(clampi(nearest(x[j] * id), -127, 127));
 }
 
+// MXFP4 (OCP microscaling FP4): x = 2^(e - 127) * v with v one of the E2M1
+// values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6} (code bit 3 = sign). The exponent puts
+// the block's largest magnitude in [4, 8) units of the scale: e - 127 =
+// floor(log2(amax)) - 2, the format's reference choice (values from 6 to 8
+// units saturate at 6). Codes are nearest, ties to the even code (E2M1's
+// round-to-nearest-even); element j in the low nibble of qs[j], j + 16 in
+// the high one, as in Q4_0.
+uint8_t e2m1_code(float x, float inv_scale) {
+  // Doubled magnitudes (kMXFP4Values[0..7]) and the midpoints between them.
+  static constexpr float kMid2[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f};
+  const float v2 = 2.0f * std::fabs(x) * inv_scale;
+  int code = 0;
+  while (code < 7 && v2 > kMid2[code]) ++code;
+  if (code < 7 && v2 == kMid2[code] && code % 2 == 1) ++code;  // a tie goes to the even code
+  return static_cast<uint8_t>(code == 0 ? 0 : (std::signbit(x) ? code | 8 : code));
+}
+
+void mxfp4(const float* x, BlockMXFP4* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int e = 0;
+  if (amax > 0.0f && std::isfinite(amax)) {
+    int p = 0;
+    std::frexp(amax, &p);  // amax = m * 2^p, m in [0.5, 1): floor(log2(amax)) = p - 1
+    e = clampi(p - 1 - 2 + 127, 0, 254);  // 255 is E8M0's NaN
+  }
+  b->e = static_cast<uint8_t>(e);
+  const float inv_scale = 1.0f / (2.0f * e8m0_to_f32_half(b->e));  // scale 2^(e - 127), a power of two
+  for (int j = 0; j < 16; ++j)
+    b->qs[j] = static_cast<uint8_t>(e2m1_code(x[j], inv_scale) | (e2m1_code(x[j + 16], inv_scale) << 4));
+}
+
 // ---- 256-element super-blocks ------------------------------------------------------
 
 // Q4_K / Q5_K scale packing (the inverse of k4_scale_min in core/quant_blocks.h).
@@ -231,7 +263,7 @@ bool builtin(TensorType t) {
   switch (t) {
     case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q4_0: case TensorType::Q4_1:
     case TensorType::Q5_0: case TensorType::Q5_1: case TensorType::Q8_0: case TensorType::Q2_K: case TensorType::Q4_K:
-    case TensorType::Q5_K: case TensorType::Q6_K:
+    case TensorType::Q5_K: case TensorType::Q6_K: case TensorType::MXFP4:
       return true;
     default:
       return false;
@@ -277,6 +309,7 @@ bool quantize_weight_row(uint32_t type_id, const float* src, int64_t n, void* ds
     case TensorType::Q5_0: blocks<BlockQ5_0>(src, n, 32, dst, q5_0); break;
     case TensorType::Q5_1: blocks<BlockQ5_1>(src, n, 32, dst, q_1<31, BlockQ5_1>); break;
     case TensorType::Q8_0: blocks<BlockQ8_0>(src, n, 32, dst, q8_0); break;
+    case TensorType::MXFP4: blocks<BlockMXFP4>(src, n, 32, dst, mxfp4); break;
     case TensorType::Q2_K: blocks<BlockQ2_K>(src, n, 256, dst, q2_k); break;
     case TensorType::Q4_K: blocks<BlockQ4_K>(src, n, 256, dst, q45_k<15, BlockQ4_K>); break;
     case TensorType::Q5_K: blocks<BlockQ5_K>(src, n, 256, dst, q45_k<31, BlockQ5_K>); break;

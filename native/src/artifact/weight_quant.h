@@ -11,7 +11,7 @@
 namespace guild {
 
 // True for the types quantize_weight_row supports: F32, F16, BF16, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q4_K, Q5_K, Q6_K, and any registered below.
+// Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, and any registered below.
 bool weight_quant_supported(uint32_t type_id);
 
 // A quantizer for a type whose codebooks live with the CPU kernels (the grid
