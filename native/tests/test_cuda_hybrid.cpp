@@ -45,10 +45,12 @@ using cuda_test::load_json;
 using cuda_test::margin;
 using cuda_test::need_gpu;
 
-const char* kModels[] = {"qwen3moe-a-Q8_0", "mixtral-a-Q4_K_M", "qwen3moe-a-F32", "qwen3moe-a-Q4_K_M",
-                         "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ1_M"};
+const char* kModels[] = {"qwen3moe-a-Q8_0",    "mixtral-a-Q4_K_M", "qwen3moe-a-F32",     "qwen3moe-a-Q4_K_M",
+                         "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ1_M", "gptoss-a-MXFP4_MOE", "gptoss-a-BF16"};
 
-bool is_master(const std::string& name) { return name.find("-F32") != std::string::npos; }
+bool is_master(const std::string& name) {
+  return name.find("-F32") != std::string::npos || name.find("-BF16") != std::string::npos;
+}
 
 std::unique_ptr<GuildModel> load(const std::string& path, int64_t budget, bool experts_cpu, std::string* err,
                                  const char* gpu = "cuda:0") {
@@ -422,21 +424,21 @@ TEST(ram_tier_pinned_copy_and_staging_ring_stream_the_same_bytes) {
   }
 }
 
-// A recipe the CUDA executor lacks steps for (gpt-oss: biases, sinks, sliding
-// windows, swiglu-oai) never runs wrong on the GPU: gpu=auto keeps it on the
-// CPU with the reason recorded; cuda:0 refuses it in one line.
+// A recipe the CUDA executor lacks steps for (glm4moe: sigmoid gating, a
+// shared expert, scaled routing) never runs wrong on the GPU: gpu=auto keeps
+// it on the CPU with the reason recorded; cuda:0 refuses it in one line.
 TEST(recipes_the_cuda_executor_lacks_stay_on_the_cpu) {
   const std::string fx = check::fixtures_dir();
   need_gpu();
-  const std::string path = fx + "/models/gptoss-a-MXFP4_MOE.gguf";
-  if (!fs::exists(path)) SKIP_TEST("gptoss-a-MXFP4_MOE fixture not found");
+  const std::string path = fx + "/models/glm4moe-a-Q4_K_M.gguf";
+  if (!fs::exists(path)) SKIP_TEST("glm4moe-a-Q4_K_M fixture not found");
   std::string err;
   auto automatic = load(path, -1, false, &err, "auto");
   REQUIRE(automatic != nullptr);
   CHECK(automatic->gpu() == nullptr);
   bool recorded = false;
   for (const auto& f : automatic->profile().fallbacks())
-    recorded = recorded || f.reason.find("no step for gpt-oss's attention biases") != std::string::npos;
+    recorded = recorded || f.reason.find("no step for glm4moe's") != std::string::npos;
   CHECK_MSG(recorded, "no fallback names the missing step");
   LoadErrorKind kind{};
   LoadOptions opt;
@@ -446,6 +448,5 @@ TEST(recipes_the_cuda_executor_lacks_stay_on_the_cpu) {
   auto required = GuildModel::load(path, opt, &err, &kind);
   CHECK(required == nullptr);
   CHECK(kind == LoadErrorKind::Unsupported);
-  CHECK_MSG(err.find("the CUDA executor has no step for gpt-oss's attention biases yet") != std::string::npos, "%s",
-            err.c_str());
+  CHECK_MSG(err.find("the CUDA executor has no step for glm4moe's") != std::string::npos, "%s", err.c_str());
 }

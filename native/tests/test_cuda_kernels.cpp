@@ -41,6 +41,7 @@
 #include "cuda/f16_fallback.h"
 #include "cuda/weight_layout.h"
 #include "ops/attention.h"
+#include "ops/glu.h"
 #include "ops/moe.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -1495,7 +1496,15 @@ TEST(attention_matches_cpu) {
         n_ctx == 300 ? std::vector<Case>{Case{1, 0}, Case{1, 127}, Case{1, 130}, Case{1, 299}, Case{3, 0}, Case{17, 40},
                                          Case{100, 150}, Case{64, 236}}
                      : std::vector<Case>{Case{1, 5}, Case{1, 8000}};
+    // gpt-oss's parameters: a sliding window (40 keys: chunks and key tiles
+    // wholly below it skipped at the later positions) and a sink logit per head.
+    std::vector<float> sinks = randn(n_head);
+    for (float& x : sinks) x *= 2.0f;
+    Dev<float> dsinks(sinks);
+    for (const bool windowed : {false, true})
     for (const Case& c : cases) {
+      rk.shape.sliding_window = windowed ? 40 : 0;
+      rk.shape.sinks = windowed ? sinks.data() : nullptr;
       std::vector<float> q = randn(static_cast<size_t>(c.n) * n_head * D);
       std::vector<float> ref(q.size());
       attention(pool, rk.shape, rk.kv, 0, q.data(), c.n, c.pos0, ref.data(), scores.data());
@@ -1504,6 +1513,8 @@ TEST(attention_matches_cpu) {
       gc::AttnArgs a;
       a.q = dq.p; a.q_stride = n_head * D; a.k_cache = rk.k.p; a.v_cache = rk.v.p; a.n_head = n_head; a.n_head_kv = n_kv;
       a.head_dim = D; a.n_ctx = n_ctx; a.scale = rk.shape.scale; a.out = out.p; a.out_stride = n_head * D;
+      a.window = rk.shape.sliding_window;
+      a.sinks = windowed ? dsinks.p : nullptr;
       double tol;
       if (c.n == 1) {
         Dev<float> work(gc::attention_decode_workspace_floats(n_head, D, n_ctx));
@@ -1529,8 +1540,89 @@ TEST(attention_matches_cpu) {
       }
       std::vector<double> refd(ref.begin(), ref.end());
       const double err = rel_err(out.down(), refd);
-      CHECK_MSG(err <= tol, "attention D %d n_ctx %d n %d pos0 %d: rel err %.3g > %.g", D, n_ctx, c.n, c.pos0, err, tol);
+      CHECK_MSG(err <= tol, "attention D %d n_ctx %d n %d pos0 %d%s: rel err %.3g > %.g", D, n_ctx, c.n, c.pos0,
+                windowed ? " (window 40, sinks)" : "", err, tol);
     }
+  }
+}
+
+// The kernels behind gpt-oss's step parameters against the CPU executor's
+// arithmetic: bias rows on three targets in one launch, the gated unit with
+// per-expert gate/up biases (swiglu-oai, and SwiGLU), the biased combine
+// with a mask.
+TEST(step_parameter_kernels_match_cpu) {
+  need_gpu();
+  const CpuKernelTable& kt = cpu_kernels_generic();
+  const int n_tok = 5, qd = 96, kd = 32, n_exp = 6, k = 3, n_ff = 200, d = 64;
+  // add_bias_rows: q and v (k left out), rows of stride qd + 8.
+  {
+    std::vector<float> q = randn(static_cast<size_t>(n_tok) * (qd + 8)), v = randn(static_cast<size_t>(n_tok) * kd);
+    const std::vector<float> bq = randn(qd), bv = randn(kd);
+    Dev<float> dq(q), dv(v), dbq(bq), dbv(bv);
+    CUDA_OK(gc::add_bias_rows(gc::BiasRows{dq.p, qd + 8, dbq.p, qd}, gc::BiasRows{}, gc::BiasRows{dv.p, kd, dbv.p, kd},
+                              n_tok, nullptr));
+    const std::vector<float> gq = dq.down(), gv = dv.down();
+    int bad = 0;
+    for (int t = 0; t < n_tok; ++t) {
+      for (int i = 0; i < qd + 8; ++i) {
+        const size_t at = static_cast<size_t>(t) * (qd + 8) + i;
+        bad += gq[at] != (i < qd ? q[at] + bq[i] : q[at]);  // the row's padding untouched
+      }
+      for (int i = 0; i < kd; ++i) bad += gv[t * kd + i] != v[t * kd + i] + bv[i];
+    }
+    CHECK_MSG(bad == 0, "add_bias_rows: %d elements differ", bad);
+    CHECK(gc::add_bias_rows(gc::BiasRows{dq.p, 4, dbq.p, qd}, gc::BiasRows{}, gc::BiasRows{}, n_tok, nullptr) ==
+          cudaErrorInvalidValue);  // stride below the row
+  }
+  // glu_rows: slot r biased by expert ids[r].
+  const int n_slots = n_tok * k;
+  std::vector<int32_t> ids(n_slots);
+  for (int i = 0; i < n_slots; ++i) ids[i] = (i * 5 + 1) % n_exp;
+  for (const GluParams gp : {GluParams{Glu::SwigluOai, 1.702f, 7.0f}, GluParams{}}) {
+    const std::vector<float> gate = randn(static_cast<size_t>(n_slots) * n_ff, 6.0f),
+                             up = randn(gate.size(), 6.0f), gb = randn(static_cast<size_t>(n_exp) * n_ff),
+                             ub = randn(gb.size());
+    Dev<float> dg(gate), du(up), dgb(gb), dub(ub), dout(gate.size());
+    Dev<int32_t> dids(ids);
+    const gc::GluArgs ga{gp.kind == Glu::SwigluOai ? gc::GluKind::SwigluOai : gc::GluKind::Silu, gp.alpha, gp.limit};
+    CUDA_OK(gc::glu_rows(dg.p, du.p, n_slots, n_ff, ga, dgb.p, dub.p, dids.p, dout.p, nullptr));
+    std::vector<float> a(gate.size()), b(gate.size()), ref(gate.size());
+    for (int r = 0; r < n_slots; ++r)
+      for (int i = 0; i < n_ff; ++i) {
+        const size_t at = static_cast<size_t>(r) * n_ff + i, e = static_cast<size_t>(ids[r]) * n_ff + i;
+        a[at] = gate[at] + gb[e];
+        b[at] = up[at] + ub[e];
+      }
+    glu(kt, gp, static_cast<int64_t>(a.size()), a.data(), b.data(), ref.data());
+    const std::vector<double> refd(ref.begin(), ref.end());
+    const double err = rel_err(dout.down(), refd);
+    CHECK_MSG(err <= 1e-6, "glu_rows (%s): rel err %.3g", gp.kind == Glu::SwigluOai ? "swiglu-oai" : "silu", err);
+  }
+  // moe_combine_biased: x += sum_j w (y + b[id]) over unmasked choices.
+  {
+    const std::vector<float> y = randn(static_cast<size_t>(n_slots) * d), w = randn(n_slots),
+                             bias = randn(static_cast<size_t>(n_exp) * d), x0 = randn(static_cast<size_t>(n_tok) * d);
+    std::vector<int32_t> mask(n_slots);
+    for (int i = 0; i < n_slots; ++i) mask[i] = i % 4 == 1 ? -1 : i;  // some choices computed elsewhere
+    for (int j = 0; j < k; ++j) mask[2 * k + j] = -1;                // token 2: none here
+    Dev<float> dy(y), dw(w), db(bias), dx(x0);
+    Dev<int32_t> dids(ids), dmask(mask);
+    CUDA_OK(gc::moe_combine_biased(dy.p, dw.p, db.p, dids.p, dmask.p, n_tok, k, d, dx.p, nullptr));
+    std::vector<double> ref(x0.begin(), x0.end());
+    for (int t = 0; t < n_tok; ++t)
+      for (int i = 0; i < d; ++i) {
+        double acc = 0;
+        for (int j = 0; j < k; ++j) {
+          const int sl = t * k + j;
+          if (mask[sl] >= 0) acc += w[sl] * (static_cast<double>(y[sl * d + i]) + bias[ids[sl] * d + i]);
+        }
+        ref[t * d + i] += acc;
+      }
+    const std::vector<float> got = dx.down();
+    CHECK_MSG(rel_err(got, ref) <= 1e-6, "moe_combine_biased: rel err %.3g", rel_err(got, ref));
+    int moved = 0;
+    for (int i = 0; i < d; ++i) moved += got[2 * d + i] != x0[2 * d + i];
+    CHECK_MSG(moved == 0, "moe_combine_biased changed a token with no unmasked choice");
   }
 }
 

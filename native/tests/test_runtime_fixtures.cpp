@@ -304,8 +304,8 @@ TEST(prefix_reuse_equals_fresh_run) {
   CHECK(reused.tokens == cold.tokens);
 }
 
-// The layer recipes the runners build: the standard decoder's is the CUDA
-// executor's; gpt-oss's names the first step parameter that executor lacks.
+// The layer recipes the runners build: the standard decoder's and gpt-oss's
+// run on the CUDA executor; glm4moe's names the first step it lacks.
 TEST(recipes_name_what_the_cuda_executor_lacks) {
   const std::string fx = check::fixtures_dir();
   Loaded qwen = load_fixture_model(fx, "qwen3moe-a-Q8_0", KvType::F16);
@@ -322,7 +322,13 @@ TEST(recipes_name_what_the_cuda_executor_lacks) {
   CHECK(r.layers[0].steps[4].kind == StepKind::RoutedExperts);
   CHECK(r.layers[0].steps[4].experts.gating == Gating::TopkSoftmax);
   CHECK(r.layers[0].steps[4].experts.glu.kind == Glu::SwigluOai);
-  CHECK_MSG(r.gpu_gap() == "attention biases", "%s", r.gpu_gap().c_str());
+  // The CUDA executor runs all of it: the steps it takes carry the parameters.
+  CHECK_MSG(r.gpu_gap().empty(), "%s", r.gpu_gap().c_str());
+  const std::vector<ExecutorLayer> ex = r.executor_layers();
+  REQUIRE(ex.size() == 2);
+  CHECK(ex[0].moe && ex[0].attention.sliding_window == 16 && ex[1].attention.sliding_window == 0);
+  CHECK(ex[0].attention.sinks && ex[0].attention.out_bias && ex[0].experts.router_bias && ex[0].experts.expert_bias);
+  CHECK(ex[0].experts.glu.kind == Glu::SwigluOai && ex[0].experts.glu.limit == 7.0f);
 
   // glm4moe: a dense lead layer, then sigmoid-gated experts with the choice
   // bias, renormalised and scaled weights, and a shared expert.
@@ -338,6 +344,8 @@ TEST(recipes_name_what_the_cuda_executor_lacks) {
   CHECK(g.layers[1].steps[1].attention.qkv_bias && !g.layers[1].steps[1].attention.out_bias &&
         g.layers[1].steps[1].attention.qk_norm);
   CHECK(glm.model->hparams().rope.n_rot == 32 && glm.model->hparams().head_dim_k == 64);  // partial rope
+  CHECK_MSG(g.gpu_gap() == "sigmoid gating", "%s", g.gpu_gap().c_str());
+  CHECK(g.executor_layers().empty());
 }
 
 // glm4moe's MTP (nextn) head against llama.cpp's: one batch over the chat

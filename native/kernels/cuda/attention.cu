@@ -13,6 +13,9 @@
 //    queries per block (16 per warp), K/V tiles of 64 positions by cp.async,
 //    S = Q·Kᵀ and O += P·V by mma.sync.m16n8k16 (fp16 in, fp32 out), online
 //    softmax in fp32 (exp2 with log2(e) folded into the query scale), causal mask.
+//  * both: an optional sliding window (keys outside it are masked and the
+//    chunks or tiles wholly outside are skipped) and learned per-head sink
+//    logits, which join each softmax's maximum and denominator.
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -87,8 +90,12 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   // below it. Past it, stay inside the grid and the cache.
   const int cur_pos = *pos0;
   const int n_kv = min(cur_pos + 1, a.n_kv_max);
+  // A sliding window leaves keys below lo out of the softmax: chunks wholly
+  // below it do nothing and are not counted or merged.
+  const int lo = a.window > 0 ? max(0, n_kv - a.window) : 0;
+  const int first_chunk = lo / kChunk;
   const int c0 = chunk * kChunk;
-  if (c0 >= n_kv) return;
+  if (c0 >= n_kv || chunk < first_chunk) return;
   const int c1 = min(c0 + kChunk, n_kv);
   const int kv_dim = a.n_head_kv * D;
   const int tid = threadIdx.x;
@@ -134,7 +141,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
     float acc[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) acc[g] = 0.0f;
-    if (p < c1) {
+    if (p < c1 && p >= lo) {
       const uint4* krow = reinterpret_cast<const uint4*>(a.k_cache + static_cast<int64_t>(p) * kv_dim + kvh * D);
 #pragma unroll 4
       for (int c = 0; c < DC; ++c) {
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
       }
     }
 #pragma unroll
-    for (int g = 0; g < GM; ++g) sc[g][tid] = p < c1 ? acc[g] : -INFINITY;
+    for (int g = 0; g < GM; ++g) sc[g][tid] = p < c1 && p >= lo ? acc[g] : -INFINITY;
   }
   __syncthreads();
 
@@ -186,6 +193,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
     for (int p = c0 + pg; pg < NPG && p < c1; p += NPG) {
+      if (p < lo) continue;  // outside the window: weight 0
       const uint4 vv = reinterpret_cast<const uint4*>(a.v_cache + static_cast<int64_t>(p) * kv_dim + kvh * D)[dc];
       const float2 v0 = __half22float2(*reinterpret_cast<const __half2*>(&vv.x));
       const float2 v1 = __half22float2(*reinterpret_cast<const __half2*>(&vv.y));
@@ -229,13 +237,14 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int n_chunks = (n_kv + kChunk - 1) / kChunk;
   if (tid == 0) {
     unsigned int* counter = counters + kvh * gridDim.z + blockIdx.z;
-    last = atomicAdd(counter, 1u) == static_cast<unsigned int>(n_chunks - 1);
+    last = atomicAdd(counter, 1u) == static_cast<unsigned int>(n_chunks - first_chunk - 1);
     if (last) atomicExch(counter, 0u);
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  // Per head, the largest chunk maximum M (lanes over chunks), then tiles of
+  // Per head, the largest chunk maximum M (lanes over chunks; a learned sink
+  // logit joins the maximum and starts the sum L), then tiles of
   // up to kChunk chunks: each chunk's factor exp(m - M) into sc (the sum L
   // accumulated by the head's warp), and every thread adds the factored
   // partial outputs of its elements for all the block's heads at once (GM x 4
@@ -244,10 +253,14 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   const int warp = tid >> 5, lane = tid & 31;
   for (int g = warp; g < hpb; g += kDecodeThreads / 32) {
     float m = -INFINITY;
-    for (int c = lane; c < n_chunks; c += 32)
+    for (int c = first_chunk + lane; c < n_chunks; c += 32)
       m = fmaxf(m, __ldcg(part_ml + (static_cast<int64_t>(c) * a.n_head + h0 + g) * 2));
     m = warp_max(m);
-    if (lane == 0) { s_M[g] = m; s_L[g] = 0.0f; }
+    if (lane == 0) {
+      const float sink = a.sinks ? a.sinks[h0 + g] : -INFINITY;
+      s_M[g] = fmaxf(m, sink);
+      s_L[g] = a.sinks ? __expf(sink - s_M[g]) : 0.0f;
+    }
   }
   constexpr int DPT = (D + kDecodeThreads - 1) / kDecodeThreads;  // elements per thread
   float acc[GM][DPT];
@@ -255,7 +268,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
   for (int g = 0; g < GM; ++g)
 #pragma unroll
     for (int j = 0; j < DPT; ++j) acc[g][j] = 0.0f;
-  for (int t0 = 0; t0 < n_chunks; t0 += kChunk) {
+  for (int t0 = first_chunk; t0 < n_chunks; t0 += kChunk) {
     const int nt = min(kChunk, n_chunks - t0);
     __syncthreads();  // s_M written; the previous tile's factors used
     for (int g = warp; g < hpb; g += kDecodeThreads / 32) {
@@ -420,7 +433,9 @@ __global__ void __launch_bounds__(128) attn_prefill_kernel(const AttnArgs a, con
 
   const int last_q = min(q0 + kQTile, n_tokens) - 1;
   const int kv_end = p0 + last_q + 1;  // exclusive
-  for (int j0 = 0; j0 < kv_end; j0 += kKTile) {
+  // A sliding window: the block's first query sees keys from p0 + q0 - window + 1 on.
+  const int kv_begin = a.window > 0 ? max(0, p0 + q0 - a.window + 1) / kKTile * kKTile : 0;
+  for (int j0 = kv_begin; j0 < kv_end; j0 += kKTile) {
     __syncthreads();  // previous tile fully consumed
     for (int i = threadIdx.x; i < kKTile * (D / 8); i += 128) {
       const int r = i / (D / 8), c = i % (D / 8);
@@ -461,7 +476,7 @@ __global__ void __launch_bounds__(128) attn_prefill_kernel(const AttnArgs a, con
       for (int q = 0; q < 4; ++q) {
         const int j = j0 + nt * 8 + 2 * (lane & 3) + (q & 1);
         const int rr = q >> 1;
-        if (j > qpos[rr]) sfr[nt][q] = -INFINITY;
+        if (j > qpos[rr] || (a.window > 0 && j <= qpos[rr] - a.window)) sfr[nt][q] = -INFINITY;
         mx[rr] = fmaxf(mx[rr], sfr[nt][q]);
       }
     }
@@ -516,6 +531,21 @@ __global__ void __launch_bounds__(128) attn_prefill_kernel(const AttnArgs a, con
       }
     }
   }
+  // A learned sink logit (log2 units here) joins each row's denominator.
+  if (a.sinks) {
+    const float sink = a.sinks[h] * kLog2e;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float m = fmaxf(m_r[rr], sink);
+      const float f = m_r[rr] == -INFINITY ? 0.0f : exp2f(m_r[rr] - m);
+      l_r[rr] = l_r[rr] * f + exp2f(sink - m);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][2 * rr] *= f;
+        o[dt][2 * rr + 1] *= f;
+      }
+    }
+  }
   // Normalise and write.
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -548,7 +578,7 @@ cudaError_t launch_prefill_d(const AttnArgs& a, const int32_t* pos0, int n_token
 
 bool attn_args_ok(const AttnArgs& a) {
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) return false;
-  if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.n_ctx <= 0) return false;
+  if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.n_ctx <= 0 || a.window < 0) return false;
   if (reinterpret_cast<uintptr_t>(a.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(a.v_cache) % 16 != 0) return false;
   return true;
 }

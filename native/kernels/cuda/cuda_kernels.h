@@ -218,6 +218,33 @@ cudaError_t swiglu(const float* gate, const float* up, int64_t n, float* out, cu
 // x[i] += y[i]
 cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
 
+// ---- step parameters beyond the standard decoder (step_params.cu) ----------------------
+
+// x[t * stride + i] += bias[i] for i < n, for each token t (x null: no target).
+struct BiasRows {
+  float* x = nullptr;
+  int64_t stride = 0;
+  const float* bias = nullptr;
+  int n = 0;
+};
+// Up to three targets (q, k and v) of n_tokens rows in one launch.
+cudaError_t add_bias_rows(const BiasRows& a, const BiasRows& b, const BiasRows& c, int n_tokens, cudaStream_t s);
+// The gated unit between an FFN's gate/up and down (ops/glu.h's formulas).
+enum class GluKind : int { Silu = 0, SwigluOai = 1 };
+struct GluArgs {
+  GluKind kind = GluKind::Silu;
+  float alpha = 1.0f, limit = 0.0f;
+};
+// out[r][i] = glu(gate[r][i] + gate_bias[e][i], up[r][i] + up_bias[e][i]) for
+// rows of n_ff, e = bias_ids[r] (each bias may be null; without bias_ids e = 0).
+cudaError_t glu_rows(const float* gate, const float* up, int rows, int n_ff, const GluArgs& g, const float* gate_bias,
+                     const float* up_bias, const int32_t* bias_ids, float* out, cudaStream_t s);
+// moe_combine with a per-expert bias of the down projection:
+//   x[t][d] += sum_j w[t*k+j] * (y[t*k+j][d] + bias[ids[t*k+j]][d])
+// over the choices whose mask[t*k+j] >= 0 (mask null: all).
+cudaError_t moe_combine_biased(const float* y, const float* weights, const float* bias, const int32_t* ids,
+                               const int32_t* mask, int n_tokens, int k, int n, float* x, cudaStream_t s);
+
 // ---- attention ------------------------------------------------------------------------
 
 struct AttnArgs {
@@ -232,6 +259,12 @@ struct AttnArgs {
   int n_kv_min = 0, n_kv_max = 0;
   float scale = 1.0f;
   float* out = nullptr; int64_t out_stride = 0;       // [n_tokens][n_head*head_dim]
+  // Sliding-window layers: a query at position p attends to keys
+  // (p - window, p] only (0: all earlier positions).
+  int window = 0;
+  // Learned sinks (gpt-oss): one logit per query head [n_head], in every
+  // softmax's denominator and never attended to (null: none).
+  const float* sinks = nullptr;
 };
 // One query token at position *pos0, causal over [0, *pos0]: split-K flash
 // decoding (chunks of 128 positions per block, up to 8 heads of a KV group per

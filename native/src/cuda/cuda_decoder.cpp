@@ -77,6 +77,62 @@ CudaDecoder::Impl::~Impl() {
     if (p) cudaFreeHost(p);
 }
 
+namespace {
+
+GluArgs glu_args(const GluParams& g) {
+  GluArgs a;
+  a.kind = g.kind == Glu::SwigluOai ? GluKind::SwigluOai : GluKind::Silu;
+  a.alpha = g.alpha;
+  a.limit = g.limit;
+  return a;
+}
+
+// Layer l's steps: the recipe's (options.layers), or the standard layer.
+ExecutorLayer layer_steps(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, int l) {
+  if (!o.layers.empty()) return o.layers[static_cast<size_t>(l)];
+  ExecutorLayer s;
+  s.attention.qk_norm = hp.qk_norm;
+  s.moe = w.layers[static_cast<size_t>(l)].is_moe();
+  return s;
+}
+
+// The steps name only what the kernels run and tensors the weights have.
+bool check_layer_steps(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOptions& o, std::string* error) {
+  if (!o.layers.empty() && o.layers.size() != w.layers.size()) {
+    *error = "CUDA decoder: " + std::to_string(o.layers.size()) + " layer step sets for " +
+             std::to_string(w.layers.size()) + " layers";
+    return false;
+  }
+  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    const ExecutorLayer s = layer_steps(hp, w, o, l);
+    const AttentionStep& a = s.attention;
+    const RoutedExpertsStep& e = s.experts;
+    const char* gap = nullptr;
+    if (s.moe != lw.is_moe()) gap = "an FFN step that does not match its tensors (router or dense FFN)";
+    else if (a.qkv_bias && (!lw.bq || !lw.bk || !lw.bv)) gap = "q/k/v biases without their tensors";
+    else if (a.out_bias && !lw.bo) gap = "an output bias without its tensor";
+    else if (a.sinks && !lw.attn_sinks) gap = "attention sinks without their tensor";
+    else if (a.qk_norm && (!lw.q_norm || !lw.k_norm)) gap = "q/k norms without their tensors";
+    else if (a.sliding_window < 0) gap = "a negative sliding window";
+    else if (s.moe && e.gating == Gating::SigmoidTopk) gap = "sigmoid gating (no CUDA step yet)";
+    else if (s.moe && e.shared_expert) gap = "a shared expert (no CUDA step yet)";
+    else if (s.moe && e.scale != 1.0f) gap = "scaled routing weights (no CUDA step yet)";
+    else if (s.moe && e.router_bias && !lw.router_bias) gap = "a router bias without its tensor";
+    else if (s.moe && e.expert_bias && (!lw.gate_exps_bias || !lw.up_exps_bias || !lw.down_exps_bias))
+      gap = "expert biases without their tensors";
+    else if (s.moe && !o.peers.empty() && (e.expert_bias || e.glu.kind != Glu::Silu))
+      gap = "expert biases or swiglu-oai with peer GPUs (the peers run bias-free SwiGLU experts only)";
+    if (gap) {
+      *error = "CUDA decoder: layer " + std::to_string(l) + ": " + gap;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 DevMatrix CudaDecoder::Impl::dev_matrix(const QMatrix& m, int64_t n_expert) const {
   DevMatrix d;
   if (!m.data) return d;
@@ -125,10 +181,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
     *error = "CUDA decoder: " + why;
     return nullptr;
   }
-  if (hp.n_expert > 0 && hp.gating != ExpertGating::SoftmaxTopkRenorm) {
-    *error = "CUDA decoder: unsupported expert gating";
-    return nullptr;
-  }
+  if (!check_layer_steps(hp, w, options, error)) return nullptr;
   auto im = std::make_unique<Impl>();
   Impl& I = *im;
   I.hp = hp;
@@ -236,6 +289,27 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
     ly.wv = I.dev_matrix(lw.wv, 1);
     ly.wo = I.dev_matrix(lw.wo, 1);
     ly.moe = lw.is_moe();
+    ly.steps = layer_steps(hp, w, options, l);
+    const AttentionStep& as = ly.steps.attention;
+    if (as.qkv_bias) {
+      ly.bq = I.dev_vector(lw.bq);
+      ly.bk = I.dev_vector(lw.bk);
+      ly.bv = I.dev_vector(lw.bv);
+    }
+    if (as.out_bias) ly.bo = I.dev_vector(lw.bo);
+    if (as.sinks) ly.sinks = I.dev_vector(lw.attn_sinks);
+    const RoutedExpertsStep& es = ly.steps.experts;
+    if (ly.moe) {
+      if (es.router_bias) ly.router_bias = I.dev_vector(lw.router_bias);
+      ly.math.glu = glu_args(es.glu);
+      if (es.expert_bias) {
+        ly.math.gate_bias = I.dev_vector(lw.gate_exps_bias);
+        ly.math.up_bias = I.dev_vector(lw.up_exps_bias);
+        ly.math.down_bias = I.dev_vector(lw.down_exps_bias);
+      }
+    } else {
+      ly.dense_glu = glu_args(ly.steps.dense_glu);
+    }
     if (ly.moe && L.hybrid) {
       const Layout::Cache& c = L.caches[l];
       ly.router = I.dev_matrix(lw.router, 1);

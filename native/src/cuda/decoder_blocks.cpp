@@ -100,12 +100,19 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   Src xs{};
   if (!norm(x, ly.attn_norm, n, &xs, {&ly.wq, &ly.wk, &ly.wv}, n)) return false;
   if (!qkv_projections(ly, xs)) return false;
+  cudaError_t e = cudaSuccess;
+  if (ly.bq || ly.bk || ly.bv) {
+    e = add_bias_rows(BiasRows{ly.bq ? q : nullptr, L.q_dim, ly.bq, L.q_dim},
+                      BiasRows{ly.bk ? k : nullptr, L.kv_dim, ly.bk, L.kv_dim},
+                      BiasRows{ly.bv ? v : nullptr, L.kv_dim, ly.bv, L.kv_dim}, n, stream);
+    if (e != cudaSuccess) return fail("add_bias_rows (q, k, v)", e);
+  }
   QkvPost p;
   p.q = q; p.q_stride = L.q_dim;
   p.k = k; p.k_stride = L.kv_dim;
   p.v = v; p.v_stride = L.kv_dim;
-  p.q_norm = hp.qk_norm ? ly.q_norm : nullptr;
-  p.k_norm = hp.qk_norm ? ly.k_norm : nullptr;
+  p.q_norm = ly.steps.attention.qk_norm ? ly.q_norm : nullptr;
+  p.k_norm = ly.steps.attention.qk_norm ? ly.k_norm : nullptr;
   p.eps = hp.rms_eps;
   p.n_head = hp.n_head;
   p.n_head_kv = hp.n_head_kv;
@@ -114,7 +121,6 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   p.v_cache = ly.v_cache;
   // One token: attention applies qkv_post itself (one launch fewer).
   const bool post_in_attention = fused && n == 1;
-  cudaError_t e = cudaSuccess;
   if (!post_in_attention && (e = qkv_post(p, rope, rope_cs, d_pos0, n, stream)) != cudaSuccess)
     return fail("qkv_post", e);
 
@@ -130,6 +136,8 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   a.n_kv_max = n == 1 ? decode_range_end(decode_range) : 0;
   a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
   a.out = attn; a.out_stride = L.q_dim;
+  a.window = ly.steps.attention.sliding_window;
+  a.sinks = ly.sinks;
   Src as{attn, n, L.q_dim};
   if (n == 1) {
     const bool q8 = format_for(ly.wo, 1) == ActFormat::Q8_1 && hp.head_dim_k % 32 == 0;
@@ -143,14 +151,20 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
     e = attention_prefill(a, d_pos0, n, stream);
     if (e != cudaSuccess) return fail("attention_prefill", e);
   }
-  return matmul(ly.wo, as, x, hp.n_embd, true);  // x += attn · Woᵀ
+  if (!matmul(ly.wo, as, x, hp.n_embd, true)) return false;  // x += attn · Woᵀ
+  if (!ly.bo) return true;
+  e = add_bias_rows(BiasRows{x, hp.n_embd, ly.bo, hp.n_embd}, BiasRows{}, BiasRows{}, n, stream);
+  return e == cudaSuccess || fail("add_bias_rows (attention output)", e);
 }
 
 bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
   const int kk = hp.n_expert_used;
   Src xs{};
   cudaError_t e;
-  if (fused && n == 1 && moe_norm_route_supported(ly.router, kk)) {
+  // gpt-oss's top-k-then-softmax equals softmax, top-k, renormalise (the
+  // softmax's denominator cancels): moe_route serves both gatings. A router
+  // bias is added between the product and the routing (no fused launch).
+  if (fused && n == 1 && !ly.router_bias && moe_norm_route_supported(ly.router, kk)) {
     // Norm, router and top-k in one launch; the normed row in both formats
     // the expert passes (and the CPU's export) may read.
     const bool q8 = format_for(ly.gate_exps, 1) == ActFormat::Q8_1 || format_for(ly.up_exps, 1) == ActFormat::Q8_1;
@@ -161,15 +175,20 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
   } else {
     if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
     if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
+    if (ly.router_bias &&
+        (e = add_bias_rows(BiasRows{router_logits, hp.n_expert, ly.router_bias, hp.n_expert}, BiasRows{}, BiasRows{}, n,
+                           stream)) != cudaSuccess)
+      return fail("add_bias_rows (router)", e);
     e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
     if (e != cudaSuccess) return fail("moe_route", e);
   }
   if (!L.hybrid) {
-    if (n == 1) return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work());
+    if (n == 1)
+      return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work(), ly.math);
     e = moe_group(groups, n, kk, hp.n_expert, stream);
     if (e != cudaSuccess) return fail("moe_group", e);
-    return gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups, hp.n_expert, xs, n) &&
-           combine(groups.weights, nullptr, n);
+    return gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups, hp.n_expert, xs, n, ly.math) &&
+           combine(ly, nullptr, n);
   }
   // Hybrid: the choices whose expert is cached run here; the others are
   // posted to the CPU expert server, which computes them at the same time;
@@ -190,7 +209,8 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
       MoeGroups g = groups;
       g.ids = d_cache_ids;
       if ((e = moe_group(g, n, kk, ly.cache_slots, stream)) != cudaSuccess) return fail("moe_group", e);
-      if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n)) return false;
+      if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n, ly.math))
+        return false;
     }
     if (!stage_layer(ly)) return false;
     ++streamed;
@@ -203,7 +223,7 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
     g.ids = d_stage_ids;
     if ((e = moe_group(g, n, kk, ly.n_uncached, stream)) != cudaSuccess) return fail("moe_group", e);
     if (!join_staged()) return false;
-    return gpu_experts(ly.staged, g, ly.n_uncached, xs, n) && combine(groups.weights, nullptr, n);
+    return gpu_experts(ly.staged, g, ly.n_uncached, xs, n, ly.math) && combine(ly, nullptr, n);
   }
   // One token: the GPU also computes up to host_choices of the CPU's
   // choices, reading those experts from page-locked host memory over PCIe,
@@ -219,19 +239,20 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
   for (Peer& p : peers)
     if (p.layers[layer].slots > 0 && !peer_launch(p, layer, xs, n)) return false;
   if (ly.cache_slots > 0 && n == 1) {
-    if (!token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_cache_ids, xs, main_work())) return false;
+    if (!token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, d_cache_ids, xs, main_work(), ly.math))
+      return false;
   } else if (ly.cache_slots > 0) {
     MoeGroups g = groups;
     g.ids = d_cache_ids;
     e = moe_group(g, n, kk, ly.cache_slots, stream);
     if (e != cudaSuccess) return fail("moe_group", e);
-    if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n) ||
-        !combine(groups.weights, d_cache_ids, n))
+    if (!gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, g, ly.cache_slots, xs, n, ly.math) ||
+        !combine(ly, d_cache_ids, n))
       return false;
   }
   if (host_split) {
     xs.q8 = xs.f16 = false;  // the cached pass reused the activation buffer for its hidden rows
-    if (!token_experts(ly.host_view, d_host_ids, xs, main_work())) return false;
+    if (!token_experts(ly.host_view, d_host_ids, xs, main_work(), ly.math)) return false;
   }
   for (Peer& p : peers) {
     if (p.layers[layer].slots == 0) continue;
@@ -247,42 +268,53 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
   return true;
 }
 
-bool CudaDecoder::Impl::combine(const float* weights, const int32_t* mask, int n) {
-  const cudaError_t e = mask ? moe_combine_masked(ffn_down, weights, mask, n, hp.n_expert_used, hp.n_embd, x, stream)
-                             : moe_combine(ffn_down, weights, n, hp.n_expert_used, hp.n_embd, x, stream);
+bool CudaDecoder::Impl::combine(const Layer& ly, const int32_t* mask, int n) {
+  const int kk = hp.n_expert_used;
+  const cudaError_t e =
+      ly.math.down_bias ? moe_combine_biased(ffn_down, groups.weights, ly.math.down_bias, groups.ids, mask, n, kk, hp.n_embd, x, stream)
+      : mask            ? moe_combine_masked(ffn_down, groups.weights, mask, n, kk, hp.n_embd, x, stream)
+                        : moe_combine(ffn_down, groups.weights, n, kk, hp.n_embd, x, stream);
   return e == cudaSuccess || fail("moe_combine", e);
 }
 
 // gate/up GLU and down of the grouped slots (n_groups experts in the stacks),
-// per-slot outputs in ffn_down.
+// per-slot outputs in ffn_down (the down bias, if any, joins in the combine).
 bool CudaDecoder::Impl::gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n,
-                                    const Work& w) {
+                                    const Work& w, const ExpertMath& math) {
   const int kk = hp.n_expert_used;
   const int n_slots = n * kk;
   cudaError_t e;
   const int max_active = std::min(n_groups, n_slots);
   const int n_ff = hp.n_ff_exp;
+  // Biases or another gated unit: gate and up apart, then glu_rows (the
+  // fused GLU launches compute bias-free SwiGLU).
+  const bool plain = math.plain();
+  auto gated_unit = [&]() {
+    return plain ? swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream)
+                 : glu_rows(w.ffn_gate, w.ffn_up, n_slots, n_ff, math.glu, math.gate_bias, math.up_bias, this->groups.ids,
+                            w.ffn_h, w.stream);
+  };
   const bool gemv_up = use_gemv(ly.gate, n) || use_gemv(ly.up, n);
   if (gemv_up) {
     if (!ensure(xs, act_format_gemv(ly.gate.type), w) || !ensure(xs, act_format_gemv(ly.up.type), w)) return false;
-    if (ly.gate.type == ly.up.type && ly.gate.row_stride == ly.up.row_stride) {
+    if (plain && ly.gate.type == ly.up.type && ly.gate.row_stride == ly.up.row_stride) {
       e = moe_gemv_glu(ly.gate, ly.up, view(xs, 0, w), groups, kk, max_active, n, w.ffn_h, n_ff, w.stream);
       if (e != cudaSuccess) return fail("moe_gemv_glu", e);
     } else {
       e = moe_gemv(ly.gate, view(xs, 0, w), groups, kk, max_active, n, w.ffn_gate, n_ff, w.stream);
       if (e == cudaSuccess) e = moe_gemv(ly.up, view(xs, 0, w), groups, kk, max_active, n, w.ffn_up, n_ff, w.stream);
-      if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
+      if (e == cudaSuccess) e = gated_unit();
       if (e != cudaSuccess) return fail("moe_gemv", e);
     }
   } else {
     if (!ensure(xs, act_format_gemm(ly.gate.type), w) || !ensure(xs, act_format_gemm(ly.up.type), w)) return false;
-    if (fused && moe_gemm_glu_supported(ly.gate, ly.up)) {
+    if (plain && fused && moe_gemm_glu_supported(ly.gate, ly.up)) {
       e = moe_gemm_glu(ly.gate, ly.up, view(xs, 0, w), groups, kk, w.ffn_h, n_ff, w.stream);
       if (e != cudaSuccess) return fail("moe_gemm_glu", e);
     } else {
       e = moe_gemm(ly.gate, view(xs, 0, w), groups, kk, w.ffn_gate, n_ff, w.stream);
       if (e == cudaSuccess) e = moe_gemm(ly.up, view(xs, 0, w), groups, kk, w.ffn_up, n_ff, w.stream);
-      if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(n_slots) * n_ff, w.ffn_h, w.stream);
+      if (e == cudaSuccess) e = gated_unit();
       if (e != cudaSuccess) return fail("moe_gemm", e);
     }
   }
@@ -302,34 +334,47 @@ bool CudaDecoder::Impl::gpu_experts(const Experts& ly, const MoeGroups& groups, 
 // One token (decode): its k choices straight from the routing (ids[j]: the
 // expert's index in ex's stacks, -1 where another device or the CPU
 // computes it), without grouping; the down projection adds the weighted
-// sum of the choices to the residual x in the same pass.
-bool CudaDecoder::Impl::token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w) {
-  return token_experts(ex, ids, groups.weights, xs, w, x);
+// sum of the choices to the residual x in the same pass (with a down bias:
+// down into ffn_down, then the biased combine).
+bool CudaDecoder::Impl::token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w,
+                                      const ExpertMath& math) {
+  return token_experts(ex, ids, groups.weights, xs, w, x, math);
 }
 bool CudaDecoder::Impl::token_experts(const Experts& ex, const int32_t* ids, const float* weights, Src& xs,
-                                      const Work& w, float* out) {
+                                      const Work& w, float* out, const ExpertMath& math) {
   const int kk = hp.n_expert_used;
   const int n_ff = hp.n_ff_exp;
   cudaError_t e;
   if (!ensure(xs, act_format_gemv(ex.gate.type), w) || !ensure(xs, act_format_gemv(ex.up.type), w)) return false;
-  if (ex.gate.type == ex.up.type && ex.gate.row_stride == ex.up.row_stride) {
+  const bool plain = math.plain();
+  if (plain && ex.gate.type == ex.up.type && ex.gate.row_stride == ex.up.row_stride) {
     e = moe_gemv_glu_direct(ex.gate, ex.up, view(xs, 0, w), ids, kk, kk, w.ffn_h, n_ff, w.stream);
   } else {
     e = moe_gemv_direct(ex.gate, view(xs, 0, w), ids, kk, kk, w.ffn_gate, n_ff, w.stream);
     if (e == cudaSuccess) e = moe_gemv_direct(ex.up, view(xs, 0, w), ids, kk, kk, w.ffn_up, n_ff, w.stream);
-    if (e == cudaSuccess) e = swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(kk) * n_ff, w.ffn_h, w.stream);
+    if (e == cudaSuccess)
+      e = plain ? swiglu(w.ffn_gate, w.ffn_up, static_cast<int64_t>(kk) * n_ff, w.ffn_h, w.stream)
+                : glu_rows(w.ffn_gate, w.ffn_up, kk, n_ff, math.glu, math.gate_bias, math.up_bias, groups.ids, w.ffn_h,
+                           w.stream);
   }
   if (e != cudaSuccess) return fail("moe_gemv (one token)", e);
   // Rows of choices computed elsewhere hold stale values: the quantization
   // reads them but the combine skips them.
   Src hs{w.ffn_h, kk, n_ff};
   if (!ensure(hs, act_format_gemv(ex.down.type), w)) return false;
+  if (math.down_bias) {
+    e = moe_gemv_direct(ex.down, view(hs, 0, w), ids, kk, 1, w.ffn_down, hp.n_embd, w.stream);
+    if (e == cudaSuccess)
+      e = moe_combine_biased(w.ffn_down, weights, math.down_bias, groups.ids, ids, 1, kk, hp.n_embd, out, w.stream);
+    return e == cudaSuccess || fail("moe_gemv + moe_combine_biased (one token)", e);
+  }
   e = moe_gemv_combine(ex.down, view(hs, 0, w), ids, weights, kk, out, w.stream);
   return e == cudaSuccess || fail("moe_gemv_combine", e);
 }
 
-bool CudaDecoder::Impl::gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n) {
-  return gpu_experts(ly, groups, n_groups, xs, n, main_work());
+bool CudaDecoder::Impl::gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n,
+                                    const ExpertMath& math) {
+  return gpu_experts(ly, groups, n_groups, xs, n, main_work(), math);
 }
 
 bool CudaDecoder::Impl::dense_block(const Layer& ly, int n) {
@@ -337,7 +382,7 @@ bool CudaDecoder::Impl::dense_block(const Layer& ly, int n) {
   if (!norm(x, ly.ffn_norm, n, &xs, {&ly.ffn_gate, &ly.ffn_up}, n)) return false;
   const int n_ff = hp.n_ff;
   cudaError_t e;
-  if (use_gemv(ly.ffn_gate, n) && ly.ffn_gate.type == ly.ffn_up.type &&
+  if (ly.dense_glu.kind == GluKind::Silu && use_gemv(ly.ffn_gate, n) && ly.ffn_gate.type == ly.ffn_up.type &&
       ly.ffn_gate.row_stride == ly.ffn_up.row_stride) {
     if (!ensure(xs, act_format_gemv(ly.ffn_gate.type))) return false;
     for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
@@ -347,7 +392,9 @@ bool CudaDecoder::Impl::dense_block(const Layer& ly, int n) {
     }
   } else {
     if (!matmul(ly.ffn_gate, xs, ffn_gate, n_ff, false) || !matmul(ly.ffn_up, xs, ffn_up, n_ff, false)) return false;
-    e = swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n) * n_ff, ffn_h, stream);
+    e = ly.dense_glu.kind == GluKind::Silu
+            ? swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n) * n_ff, ffn_h, stream)
+            : glu_rows(ffn_gate, ffn_up, n, n_ff, ly.dense_glu, nullptr, nullptr, nullptr, ffn_h, stream);
     if (e != cudaSuccess) return fail("swiglu", e);
   }
   Src hs{ffn_h, n, n_ff};

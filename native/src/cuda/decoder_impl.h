@@ -46,6 +46,16 @@ struct CudaDecoder::Impl {
   struct Experts {
     DevMatrix gate, up, down;
   };
+  // What a layer's experts compute beyond bias-free SwiGLU (gpt-oss): the
+  // gated unit and per-expert biases [n_expert][n], indexed by the routed
+  // expert ids (groups.ids), whichever stack or cache the weights come from.
+  struct ExpertMath {
+    GluArgs glu;
+    const float* gate_bias = nullptr;
+    const float* up_bias = nullptr;
+    const float* down_bias = nullptr;
+    bool plain() const { return glu.kind == GluKind::Silu && !gate_bias && !up_bias && !down_bias; }
+  };
   // Where an expert computation runs and its buffers: the primary's, or a peer's.
   struct Work {
     cudaStream_t stream;
@@ -60,6 +70,14 @@ struct CudaDecoder::Impl {
     const float* ffn_norm = nullptr;
     DevMatrix wq, wk, wv, wo, router, gate_exps, up_exps, down_exps, ffn_gate, ffn_up, ffn_down;
     bool moe = false;
+    // The recipe's parameters of this layer's attention and FFN steps, and
+    // the tensors they name (device copies; null when the step has none).
+    ExecutorLayer steps;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+    const float* sinks = nullptr;
+    const float* router_bias = nullptr;
+    ExpertMath math;
+    GluArgs dense_glu;
     uint16_t* k_cache = nullptr;
     uint16_t* v_cache = nullptr;
     // Hybrid: the layer's GPU expert cache (gate/up/down_exps point into it,
@@ -255,10 +273,16 @@ struct CudaDecoder::Impl {
   static constexpr uint64_t kServerTimeoutNs = 60ull * 1000 * 1000 * 1000;
   bool moe_block(const Layer& ly, int layer, int n);
   bool combine(const float* weights, const int32_t* mask, int n);
-  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const Work& w);
-  bool token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w);
-  bool token_experts(const Experts& ex, const int32_t* ids, const float* weights, Src& xs, const Work& w, float* out);
-  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n);
+  // The experts' passes; math: the layer's gated unit and biases (plain for
+  // the peers, which run standard layers only).
+  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const Work& w,
+                   const ExpertMath& math);
+  bool token_experts(const Experts& ex, const int32_t* ids, Src& xs, const Work& w, const ExpertMath& math);
+  bool token_experts(const Experts& ex, const int32_t* ids, const float* weights, Src& xs, const Work& w, float* out,
+                     const ExpertMath& math);
+  bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const ExpertMath& math);
+  // The layer's combine of the per-slot outputs in ffn_down (mask: skip slots < 0; null: all).
+  bool combine(const Layer& ly, const int32_t* mask, int n);
   bool dense_block(const Layer& ly, int n);
   bool enqueue_body(int n);
   bool enqueue_head(int first, int rows);

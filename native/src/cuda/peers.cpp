@@ -41,13 +41,13 @@ bool CudaDecoder::Impl::peer_launch(Peer& p, int layer, const Src& xs, int n) {
     const size_t out_bytes = static_cast<size_t>(n) * hp.n_embd * 4;
     if (n == 1) {  // decode: its choices straight from the remapped ids, summed into out
       if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) != cudaSuccess) return fail("peer MoE (clear)", r);
-      if (!token_experts(pl.cache, p.ids, p.weights, px, p.work, p.out)) return false;
+      if (!token_experts(pl.cache, p.ids, p.weights, px, p.work, p.out, ExpertMath{})) return false;
     } else {
       MoeGroups g = p.groups;
       g.ids = p.ids;
       g.weights = p.weights;
       if ((r = moe_group(g, n, kk, pl.slots, p.stream)) != cudaSuccess) return fail("moe_group (peer)", r);
-      if (!gpu_experts(pl.cache, g, pl.slots, px, n, p.work)) return false;
+      if (!gpu_experts(pl.cache, g, pl.slots, px, n, p.work, ExpertMath{})) return false;
       if ((r = cudaMemsetAsync(p.out, 0, out_bytes, p.stream)) == cudaSuccess)
         r = moe_combine_masked(p.work.ffn_down, p.weights, p.ids, n, kk, hp.n_embd, p.out, p.stream);
     }

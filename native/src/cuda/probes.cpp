@@ -90,8 +90,8 @@ double CudaDecoder::measure_token_experts_us(int who, int layer, bool copies_onl
   auto once = [&]() -> bool {
     Impl::Src xs{I.xn, 1, I.hp.n_embd};
     const int32_t* set = d_ids + static_cast<size_t>(kk) * (rep++ % sets);
-    if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, set, xs, I.main_work());
-    if (who == -1) return I.token_experts(ly.host_view, set, xs, I.main_work());
+    if (who == 0) return I.token_experts(Impl::Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, set, xs, I.main_work(), ly.math);
+    if (who == -1) return I.token_experts(ly.host_view, set, xs, I.main_work(), ly.math);
     if (copies_only) {
       cudaError_t r = I.peer_copy(*peer, peer->xn, true, I.xn, row, I.stream);
       if (r == cudaSuccess) r = I.peer_copy(*peer, peer->out_primary, false, peer->out, row, I.stream);

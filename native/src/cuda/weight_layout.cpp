@@ -88,6 +88,15 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
     if (!plan_vector(L, lw.attn_norm, hp.n_embd) || !plan_vector(L, lw.ffn_norm, hp.n_embd) ||
         !plan_vector(L, lw.q_norm, hp.head_dim_k) || !plan_vector(L, lw.k_norm, hp.head_dim_k))
       return false;
+    // The tensors of step parameters (biases, sinks): null where the architecture has none.
+    const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim_k;
+    const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
+    const int64_t n_exp = std::max(1, hp.n_expert);
+    for (auto [v, len] : {std::pair{lw.bq, q_dim}, {lw.bk, kv_dim}, {lw.bv, kv_dim}, {lw.bo, int64_t{hp.n_embd}},
+                          {lw.attn_sinks, int64_t{hp.n_head}}, {lw.router_bias, n_exp},
+                          {lw.gate_exps_bias, n_exp * hp.n_ff_exp}, {lw.up_exps_bias, n_exp * hp.n_ff_exp},
+                          {lw.down_exps_bias, n_exp * hp.n_embd}})
+      plan_vector(L, v, len);
     for (auto [m, name] : {std::pair{&lw.wq, ".attn_q"}, {&lw.wk, ".attn_k"}, {&lw.wv, ".attn_v"},
                            {&lw.wo, ".attn_output"}, {&lw.router, ".ffn_gate_inp"}, {&lw.ffn_gate, ".ffn_gate"},
                            {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}})

@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "models/hparams.h"
+#include "models/recipe.h"
 #include "models/weights.h"
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 5;
+inline constexpr uint32_t kBackendAbi = 6;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {
@@ -67,6 +68,10 @@ struct DecoderOptions {
   bool pdl = true;
   bool gemm_direct = true;
   std::vector<int> expert_cache_slots;  // hybrid: per-layer GPU expert cache size; empty = all resident
+  // The layers' step parameters (ModelRecipe::executor_layers): biases,
+  // sinks, windows, gating, the gated unit. Empty: the standard layer
+  // (q/k norm as hp.qk_norm says, softmax top-k routing, SwiGLU).
+  std::vector<ExecutorLayer> layers;
   CpuExperts cpu;
   bool stream_prefill = true;
   int stream_min_tokens = 32;

@@ -8,10 +8,6 @@
 
 namespace guild {
 
-enum class ExpertGating : uint8_t {
-  SoftmaxTopkRenorm,  // softmax over all experts, top-k, weights renormalised (qwen3moe, Mixtral)
-};
-
 struct ModelHparams {
   std::string arch;
   int n_layer = 0;
@@ -33,7 +29,6 @@ struct ModelHparams {
   bool expert_weights_norm = false;   // expert_weights_norm: routing weights renormalised
   float rms_eps = 1e-6f;
   RopeParams rope;
-  ExpertGating gating = ExpertGating::SoftmaxTopkRenorm;
   bool qk_norm = false;  // per-head RMSNorm of q and k before rope (qwen3)
   int sliding_window = 0;  // attention.sliding_window (gpt-oss); which layers use it is the recipe's choice
 };

@@ -11,7 +11,6 @@ bool load_llama(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
   if (!load_standard_hparams(files, hp, error)) return false;
   hp->rope.style = RopeStyle::Norm;
   hp->qk_norm = false;
-  hp->gating = ExpertGating::SoftmaxTopkRenorm;
   if (hp->n_expert > 0) hp->n_ff_exp = hp->n_ff;  // Mixtral: experts use feed_forward_length
   if (hp->rope.n_rot != hp->head_dim_k) {
     *error = "llama.rope.dimension_count (" + std::to_string(hp->rope.n_rot) + ") must equal the head size (" +

@@ -11,7 +11,6 @@ bool load_qwen3(const gguf::ModelFiles& files, ModelHparams* hp, std::string* er
   if (!load_standard_hparams(files, hp, error)) return false;
   hp->rope.style = RopeStyle::Neox;
   hp->qk_norm = true;
-  hp->gating = ExpertGating::SoftmaxTopkRenorm;
   return check_standard_shapes(files, hp, "expert_feed_forward_length", error);
 }
 

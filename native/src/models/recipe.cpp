@@ -36,13 +36,8 @@ LayerBuilder& LayerBuilder::dense_ffn(const GluParams& glu) {
 LayerBuilder& LayerBuilder::residual() { return add(StepKind::Residual, RecipeStep{}); }
 
 std::string ModelRecipe::gpu_gap() const {
-  // The decoder reads q/k norm as one model-wide flag (ModelHparams::qk_norm).
-  bool qk_norm_everywhere = false;
-  for (const LayerRecipe& L : layers)
-    for (const RecipeStep& s : L.steps)
-      if (s.kind == StepKind::Attention) qk_norm_everywhere = qk_norm_everywhere || s.attention.qk_norm;
-  // The CUDA decoder runs the standard layer shape only (docs/CUDA.md): the
-  // first step it lacks names the gap.
+  // The CUDA executor runs layers of the standard shape (docs/CUDA.md) with
+  // the step parameters it has kernels for: the first one it lacks names the gap.
   for (const LayerRecipe& L : layers) {
     static constexpr StepKind kStandard[] = {StepKind::Norm, StepKind::Attention, StepKind::Residual, StepKind::Norm,
                                              StepKind::RoutedExperts, StepKind::Residual};
@@ -52,24 +47,29 @@ std::string ModelRecipe::gpu_gap() const {
       const bool ffn = i == 4;
       if (ffn ? (s.kind != StepKind::RoutedExperts && s.kind != StepKind::DenseFfn) : s.kind != kStandard[i])
         return "a layer whose steps are not norm, attention, residual, norm, FFN, residual";
-      if (s.kind == StepKind::Attention) {
-        if (s.attention.qkv_bias || s.attention.out_bias) return "attention biases";
-        if (s.attention.qk_norm != qk_norm_everywhere) return "q/k norms on some layers only";
-        if (s.attention.sinks) return "attention sinks";
-        if (s.attention.sliding_window > 0) return "sliding-window attention";
-      }
       if (s.kind == StepKind::RoutedExperts) {
-        if (s.experts.gating == Gating::TopkSoftmax) return "top-k-then-softmax gating";
         if (s.experts.gating == Gating::SigmoidTopk) return "sigmoid gating";
         if (s.experts.shared_expert) return "shared experts";
         if (s.experts.scale != 1.0f) return "scaled routing weights";
-        if (s.experts.router_bias || s.experts.expert_bias) return "router and expert biases";
-        if (s.experts.glu.kind != Glu::Silu) return "the clamped SwiGLU (swiglu-oai)";
       }
-      if (s.kind == StepKind::DenseFfn && s.dense_glu.kind != Glu::Silu) return "the clamped SwiGLU (swiglu-oai)";
     }
   }
   return "";
+}
+
+std::vector<ExecutorLayer> ModelRecipe::executor_layers() const {
+  std::vector<ExecutorLayer> out;
+  if (!gpu_gap().empty()) return out;
+  out.resize(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const RecipeStep& attn = layers[l].steps[1];
+    const RecipeStep& ffn = layers[l].steps[4];
+    out[l].attention = attn.attention;
+    out[l].moe = ffn.kind == StepKind::RoutedExperts;
+    if (out[l].moe) out[l].experts = ffn.experts;
+    else out[l].dense_glu = ffn.dense_glu;
+  }
+  return out;
 }
 
 bool build_standard_recipe(const ModelHparams& hp, const ModelWeights& w, ModelRecipe* out, std::string* error) {

@@ -67,6 +67,16 @@ struct LayerRecipe {
   std::vector<RecipeStep> steps;
 };
 
+// One trunk layer of the standard shape (norm, attention, residual, norm,
+// FFN, residual) as the CUDA executor takes it: the parameters of its
+// attention and FFN steps (gpu::DecoderOptions::layers).
+struct ExecutorLayer {
+  AttentionStep attention;
+  bool moe = false;
+  RoutedExpertsStep experts;  // moe
+  GluParams dense_glu;        // !moe
+};
+
 struct ModelRecipe {
   std::vector<LayerRecipe> layers;  // [n_layer]
   std::vector<LayerRecipe> nextn;   // [n_nextn]: the MTP blocks' steps (models/decoder_forward.h, nextn_forward)
@@ -74,6 +84,8 @@ struct ModelRecipe {
   // What the CUDA executor cannot run yet ("" when it runs every step): a
   // model whose recipe needs more stays on the CPU (or fails a cuda:N load).
   std::string gpu_gap() const;
+  // The trunk layers as ExecutorLayer (empty when gpu_gap() names a gap).
+  std::vector<ExecutorLayer> executor_layers() const;
   // Per trunk layer, its attention's sliding window (0: full attention): how
   // many KV rows the layer needs (runtime/kv_cache.h).
   std::vector<int> attention_windows() const;

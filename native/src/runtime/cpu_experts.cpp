@@ -10,7 +10,9 @@
 namespace guild {
 
 bool CpuExpertRunner::init(const ModelHparams& hp, const ModelWeights& w, const CpuKernelTable& kernels,
-                           ThreadPool& pool, int max_tokens, int pin_cpu) {
+                           ThreadPool& pool, int max_tokens, int pin_cpu, const std::vector<ExecutorLayer>& layers) {
+  if (!layers.empty() && layers.size() != w.layers.size()) return false;
+  layers_ = layers;
   hp_ = &hp;
   w_ = &w;
   kernels_ = &kernels;
@@ -87,7 +89,18 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
   buf.up = up_.data();
   buf.act_down = act_down_.data();
   buf.slot_rows = slot_rows_.data();
-  moe_ffn(*pool_, *kernels_, L.gate_exps, L.up_exps, L.down_exps, r, x_rows_.data(), buf, y_.data(), d);
+  ExpertHidden hidden;
+  const float* down_bias = nullptr;
+  if (!layers_.empty()) {
+    const RoutedExpertsStep& e = layers_[static_cast<size_t>(layer)].experts;
+    hidden.glu = e.glu;
+    if (e.expert_bias) {
+      hidden.gate_bias = L.gate_exps_bias;
+      hidden.up_bias = L.up_exps_bias;
+      down_bias = L.down_exps_bias;
+    }
+  }
+  moe_ffn(*pool_, *kernels_, L.gate_exps, L.up_exps, L.down_exps, r, x_rows_.data(), buf, y_.data(), d, hidden);
   experts_computed_ += static_cast<uint64_t>(cpu_slots);
 
   // Weighted sum in choice order (as the CPU decoder sums them). Tokens are
@@ -101,7 +114,11 @@ void CpuExpertRunner::run(int layer, int n, const float* xn, const int32_t* ids,
         const int s = t * k + j;
         if (ids[s] < 0 || slot_of[ids[s]] >= 0) continue;  // computed by the GPU
         const float wj = weights[s];
-        const float* y = y_.data() + static_cast<int64_t>(s) * d;
+        float* y = y_.data() + static_cast<int64_t>(s) * d;
+        if (down_bias) {  // as the CPU decoder: the bias joins the expert's output before the weight
+          const float* bd = down_bias + static_cast<int64_t>(ids[s]) * d;
+          for (int64_t i = 0; i < d; ++i) y[i] += bd[i];
+        }
         if (!any) for (int64_t i = 0; i < d; ++i) o[i] = y[i] * wj;
         else      for (int64_t i = 0; i < d; ++i) o[i] += y[i] * wj;
         any = true;

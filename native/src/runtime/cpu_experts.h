@@ -10,6 +10,7 @@
 #include "core/kernel_table.h"
 #include "core/thread_pool.h"
 #include "models/hparams.h"
+#include "models/recipe.h"
 #include "models/weights.h"
 #include "ops/moe.h"
 
@@ -19,12 +20,15 @@ class CpuExpertRunner {
  public:
   // Sizes every buffer for steps of up to max_tokens tokens; false when out of memory.
   // pin_cpu >= 0: the calling thread (CUDA's host-callback thread) is pinned
-  // there on its first call, as worker 0 of the pool.
+  // there on its first call, as worker 0 of the pool. layers: the recipe's
+  // step parameters (ModelRecipe::executor_layers; empty: bias-free SwiGLU
+  // experts), whose gated unit and expert biases run() applies.
   bool init(const ModelHparams& hp, const ModelWeights& w, const CpuKernelTable& kernels, ThreadPool& pool,
-            int max_tokens, int pin_cpu);
+            int max_tokens, int pin_cpu, const std::vector<ExecutorLayer>& layers = {});
 
   // out[t] = sum over choices j of token t whose expert has slot_of[e] < 0 of
-  // weights[t*k+j] * expert_e(xn[t]), in choice order; zeros where none.
+  // weights[t*k+j] * expert_e(xn[t]) (its down bias included), in choice
+  // order; zeros where none.
   void run(int layer, int n_tokens, const float* xn, const int32_t* ids, const float* weights, const int32_t* slot_of,
            float* out);
 
@@ -44,6 +48,7 @@ class CpuExpertRunner {
   ThreadPool* pool_ = nullptr;
   int max_tokens_ = 0;
   int pin_cpu_ = -1;
+  std::vector<ExecutorLayer> layers_;  // [n_layer] or empty
   ExpertRouting routing_;
   std::vector<uint8_t> act_x_;          // [T][act row] the normed input in gate's vec_dot_type
   std::vector<const uint8_t*> x_rows_;  // [T]

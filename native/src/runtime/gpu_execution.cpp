@@ -74,6 +74,7 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.pdl = tune.cuda_pdl;
   o.gemm_direct = tune.gemm_direct;
   o.expert_cache_slots = slots;
+  o.layers = opt_.layers;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
   o.peer_on_same_device_stand_in = opt_.peer_stand_in;
@@ -109,6 +110,7 @@ bool GpuExecution::plan_budget(const gpu::BackendV1& backend, const ModelHparams
   all.device = o.device;
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
+  all.layers = o.layers;
   gpu::DecoderMemory m_all, m_dense;
   if (!backend.estimate(hp, w, all, &m_all, error)) return false;
   gpu::DecoderOptions dense = all;
@@ -166,6 +168,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   all.device = o.device;
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
+  all.layers = o.layers;
   g->expert_bytes_.assign(hp.n_layer, 0);
   for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = g->backend_->expert_cache_bytes(hp, w, l);
   if (all_fit) {
@@ -184,7 +187,7 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   }
   // Hybrid: the CPU runner first (the decoder's host nodes call it).
   g->cpu_ = std::make_unique<CpuExpertRunner>();
-  if (!g->cpu_->init(hp, w, k, pool, o.max_tokens, o.pin_cpu)) {
+  if (!g->cpu_->init(hp, w, k, pool, o.max_tokens, o.pin_cpu, o.layers)) {
     *error = "out of memory for the CPU expert buffers";
     return nullptr;
   }

@@ -39,6 +39,9 @@ struct GpuLoadOptions {
   std::vector<int> peer_devices;
   int64_t peer_budget_bytes = -1;
   bool peer_stand_in = false;  // tests: the primary device may be its own "peer"
+  // The layers' step parameters (ModelRecipe::executor_layers; empty: the
+  // standard layer), for the decoder and the CPU expert runner alike.
+  std::vector<ExecutorLayer> layers;
 };
 inline constexpr int64_t kGpuReserveBytes = int64_t{1} << 30;
 
