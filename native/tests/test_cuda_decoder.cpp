@@ -287,7 +287,10 @@ TEST(decode_ranges_match_plain_launches_and_prefill) {
   need_gpu();
   Pair pr;
   const int n_ctx = 1100;
-  if (!load_pair(fx, "qwen3moe-a-F32", n_ctx, &pr)) SKIP_TEST("qwen3moe-a-F32 fixture not found");
+  if (!load_pair(fx, "qwen3moe-a-F32", n_ctx, &pr)) {  // the other tests still run
+    std::printf("  qwen3moe-a-F32 fixture not found: not run\n");
+    return;
+  }
   const int n_vocab = pr.model->hparams().n_vocab;
   std::vector<int32_t> seq(n_ctx);
   for (int i = 0; i < n_ctx; ++i) seq[i] = static_cast<int32_t>((i * 7919 + 13) % std::min(n_vocab, 4000));
@@ -385,7 +388,7 @@ TEST(sliding_windows_and_sinks_match_cpu_past_the_window) {
     for (int p = n_prompt; p < n_total; ++p)
       CHECK_MSG(pr.gpu->forward(&seq[p], 1, p, gpu.data() + static_cast<size_t>(p) * n_vocab, false, &err), "%s",
                 err.c_str());
-    const double limit = pr.master ? 0.05 : 0.5;
+    const double limit = pr.half_master ? 0.1 : pr.master ? 0.05 : 0.5;  // as prompt_logits_match_cpu_runtime
     int within = 0, clear = 0, clear_same = 0;
     double sum = 0;
     for (int p = 0; p < n_total; ++p) {
@@ -413,7 +416,10 @@ TEST(bad_arguments_are_errors) {
   const std::string fx = check::fixtures_dir();
   need_gpu();
   Pair pr;
-  if (!load_pair(fx, "qwen3moe-a-Q8_0", 64, &pr)) SKIP_TEST("qwen3moe-a-Q8_0 fixture not found");
+  if (!load_pair(fx, "qwen3moe-a-Q8_0", 64, &pr)) {
+    std::printf("  qwen3moe-a-Q8_0 fixture not found: not run\n");
+    return;
+  }
   std::string err;
   const int32_t bad = pr.model->hparams().n_vocab;
   CHECK(!pr.gpu->forward(&bad, 1, 0, nullptr, false, &err));
