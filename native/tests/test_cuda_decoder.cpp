@@ -95,7 +95,8 @@ double rms_diff(const float* a, const float* b, int n) {
   return std::sqrt(sq / n);
 }
 
-bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* out) {
+// sliding_history < 0: the decoder's default ring history.
+bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* out, int sliding_history = -1) {
   const std::string path = fx + "/models/" + name + ".gguf";
   if (!fs::exists(path)) return false;
   LoadOptions opt;
@@ -111,6 +112,7 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
   go.n_ctx = n_ctx;
   go.max_tokens = 512;
   go.layers = out->model->recipe().executor_layers();  // the architecture's step parameters
+  if (sliding_history >= 0) go.sliding_history = sliding_history;
   CHECK_MSG(!go.layers.empty(), "%s: the recipe has a GPU gap: %s", name.c_str(), out->model->recipe().gpu_gap().c_str());
   out->gpu = gc::CudaDecoder::create(out->model->hparams(), out->model->weights(), go, &err);
   CHECK_MSG(out->gpu != nullptr, "%s: CudaDecoder::create: %s", name.c_str(), err.c_str());
@@ -360,7 +362,8 @@ TEST(decode_ranges_match_plain_launches_and_prefill) {
 // gpt-oss far past its 16-key window: prompts in two passes (the second at
 // pos0 300 skips whole key tiles), then graph-replayed steps across the
 // first decode range (chunks wholly below the window skipped), against the
-// CPU runtime's rows. Without router margins for these ids a routing flip
+// CPU runtime's rows. No ring history: the windowed layers' KV is a ring of
+// 16 + 512 rows, so positions from 528 on wrap. Without router margins for these ids a routing flip
 // may move a position: 90 % of them must agree (a broken window or sink
 // moves every position past the window).
 TEST(sliding_windows_and_sinks_match_cpu_past_the_window) {
@@ -370,7 +373,10 @@ TEST(sliding_windows_and_sinks_match_cpu_past_the_window) {
   for (const char* name : {"gptoss-a-BF16", "gptoss-a-MXFP4_MOE"}) {
     Pair pr;
     const int n_ctx = 700, n_prompt = 520, n_total = 600;
-    if (!load_pair(fx, name, n_ctx, &pr)) continue;
+    if (!load_pair(fx, name, n_ctx, &pr, /*sliding_history=*/0)) continue;
+    const int ring = pr.model->hparams().sliding_window + 512;
+    CHECK(pr.gpu->memory().kv_cache < static_cast<size_t>(pr.model->hparams().n_layer) * 2 * n_ctx *
+                                          pr.model->hparams().n_head_kv * pr.model->hparams().head_dim_k * 2);
     REQUIRE(pr.model->hparams().sliding_window > 0 && pr.model->hparams().sliding_window < 128);
     const int n_vocab = pr.model->hparams().n_vocab;
     std::vector<int32_t> seq(n_total);
@@ -388,6 +394,9 @@ TEST(sliding_windows_and_sinks_match_cpu_past_the_window) {
     for (int p = n_prompt; p < n_total; ++p)
       CHECK_MSG(pr.gpu->forward(&seq[p], 1, p, gpu.data() + static_cast<size_t>(p) * n_vocab, false, &err), "%s",
                 err.c_str());
+    // Resumable: a cut whose first query's window is still in the ring (600 - 528 = 72 <= 100 - 15), not one below it.
+    CHECK(pr.gpu->resume_point(100) == 100 && pr.gpu->resume_point(50) == 0 && pr.gpu->resume_point(0) == 0);
+    CHECK(ring < n_total);
     const double limit = pr.half_master ? 0.1 : pr.master ? 0.05 : 0.5;  // as prompt_logits_match_cpu_runtime
     int within = 0, clear = 0, clear_same = 0;
     double sum = 0;

@@ -36,6 +36,9 @@ constexpr int kChunk = 128;  // positions per decode block
 constexpr int kDecodeThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The cache row of position p: a sliding-window layer's ring wraps.
+__device__ __forceinline__ int kv_row(const AttnArgs& a, int p) { return a.kv_rows > 0 ? p % a.kv_rows : p; }
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // ---- decode ----------------------------------------------------------------------------------
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
     // than overwrite the clamped, valid row.
     const int pos = n_kv - 1;
     if (pos < c1 && pos == cur_pos) {
-      const int64_t row = static_cast<int64_t>(pos) * kv_dim + kvh * D;
+      const int64_t row = static_cast<int64_t>(kv_row(a, pos)) * kv_dim + kvh * D;
       if (warp == 0) {
         float* kbuf = &red[0][0][0];
         head_post_warp(post.k + kvh * D, post.k_norm, post.eps, D, post.rope, post.cs, kbuf, lane);
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
 #pragma unroll
     for (int g = 0; g < GM; ++g) acc[g] = 0.0f;
     if (p < c1 && p >= lo) {
-      const uint4* krow = reinterpret_cast<const uint4*>(a.k_cache + static_cast<int64_t>(p) * kv_dim + kvh * D);
+      const uint4* krow = reinterpret_cast<const uint4*>(a.k_cache + static_cast<int64_t>(kv_row(a, p)) * kv_dim + kvh * D);
 #pragma unroll 4
       for (int c = 0; c < DC; ++c) {
         const uint4 kv = krow[c];  // not __ldg: this kernel may have just stored the row
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attn_decode_kernel(const AttnA
       for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
     for (int p = c0 + pg; pg < NPG && p < c1; p += NPG) {
       if (p < lo) continue;  // outside the window: weight 0
-      const uint4 vv = reinterpret_cast<const uint4*>(a.v_cache + static_cast<int64_t>(p) * kv_dim + kvh * D)[dc];
+      const uint4 vv = reinterpret_cast<const uint4*>(a.v_cache + static_cast<int64_t>(kv_row(a, p)) * kv_dim + kvh * D)[dc];
       const float2 v0 = __half22float2(*reinterpret_cast<const __half2*>(&vv.x));
       const float2 v1 = __half22float2(*reinterpret_cast<const __half2*>(&vv.y));
       const float2 v2 = __half22float2(*reinterpret_cast<const __half2*>(&vv.z));
@@ -440,14 +443,14 @@ __global__ void __launch_bounds__(128) attn_prefill_kernel(const AttnArgs a, con
     for (int i = threadIdx.x; i < kKTile * (D / 8); i += 128) {
       const int r = i / (D / 8), c = i % (D / 8);
       const bool ok = j0 + r < kv_end;
-      const int64_t off = static_cast<int64_t>(ok ? j0 + r : 0) * kv_dim + kvh * D + 8 * c;
+      const int64_t off = static_cast<int64_t>(ok ? kv_row(a, j0 + r) : 0) * kv_dim + kvh * D + 8 * c;
       cp_async16(Ks + r * LD + 8 * c, a.k_cache + off, ok);
     }
     cp_async_commit();
     for (int i = threadIdx.x; i < kKTile * (D / 8); i += 128) {
       const int r = i / (D / 8), c = i % (D / 8);
       const bool ok = j0 + r < kv_end;
-      const int64_t off = static_cast<int64_t>(ok ? j0 + r : 0) * kv_dim + kvh * D + 8 * c;
+      const int64_t off = static_cast<int64_t>(ok ? kv_row(a, j0 + r) : 0) * kv_dim + kvh * D + 8 * c;
       cp_async16(Vs + r * LD + 8 * c, a.v_cache + off, ok);
     }
     cp_async_commit();
@@ -579,6 +582,8 @@ cudaError_t launch_prefill_d(const AttnArgs& a, const int32_t* pos0, int n_token
 bool attn_args_ok(const AttnArgs& a) {
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) return false;
   if (a.n_head <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.n_ctx <= 0 || a.window < 0) return false;
+  // A ring must hold every key a query of the pass can see.
+  if (a.kv_rows < 0 || (a.kv_rows > 0 && (a.window <= 0 || a.kv_rows < a.window))) return false;
   if (reinterpret_cast<uintptr_t>(a.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(a.v_cache) % 16 != 0) return false;
   return true;
 }
@@ -626,7 +631,7 @@ cudaError_t attention_decode(const AttnArgs& a, const int32_t* pos0, float* work
 cudaError_t attention_decode_post(const AttnArgs& a, const QkvPost& p, const RopeConfig& r, const float* cs,
                                   const int32_t* pos0, float* work, const Q8Act* out_q8, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!p.k || !p.v || !p.k_cache || !p.v_cache || p.q != a.q, cudaErrorInvalidValue);
-  GUILD_CUDA_RETURN_IF(p.k_cache != a.k_cache || p.v_cache != a.v_cache || p.n_head != a.n_head ||
+  GUILD_CUDA_RETURN_IF(p.k_cache != a.k_cache || p.v_cache != a.v_cache || p.kv_rows != a.kv_rows || p.n_head != a.n_head ||
                            p.n_head_kv != a.n_head_kv || p.head_dim != a.head_dim,
                        cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(a.head_dim > kMaxHeadDim || r.n_rot < 0 || r.n_rot > a.head_dim || r.n_rot % 2 != 0 ||
@@ -648,6 +653,7 @@ cudaError_t attention_decode_post(const AttnArgs& a, const QkvPost& p, const Rop
 
 cudaError_t attention_prefill(const AttnArgs& a, const int32_t* pos0, int n_tokens, cudaStream_t s) {
   GUILD_CUDA_RETURN_IF(!attn_args_ok(a) || !pos0 || n_tokens < 0, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(a.kv_rows > 0 && n_tokens + a.window - 1 > a.kv_rows, cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(!attention_head_dim_supported(a.head_dim, true), cudaErrorNotSupported);
   GUILD_CUDA_RETURN_IF(a.q_stride % 2 != 0 || a.out_stride % 2 != 0, cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;

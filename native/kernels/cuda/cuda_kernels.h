@@ -209,6 +209,7 @@ struct QkvPost {
   int n_head = 0, n_head_kv = 0, head_dim = 0;
   uint16_t* k_cache = nullptr;  // layer base, row stride n_head_kv*head_dim
   uint16_t* v_cache = nullptr;
+  int kv_rows = 0;  // a ring of this many rows: position p in row p % kv_rows (0: row p)
 };
 cudaError_t qkv_post(const QkvPost& p, const RopeConfig& r, const float* cs, const int32_t* pos0, int n_tokens,
                      cudaStream_t s);
@@ -265,6 +266,9 @@ struct AttnArgs {
   // Learned sinks (gpt-oss): one logit per query head [n_head], in every
   // softmax's denominator and never attended to (null: none).
   const float* sinks = nullptr;
+  // A sliding-window layer's cache as a ring of kv_rows rows (position p in
+  // row p % kv_rows; at least window + the pass's tokens). 0: row p, n_ctx rows.
+  int kv_rows = 0;
 };
 // One query token at position *pos0, causal over [0, *pos0]: split-K flash
 // decoding (chunks of 128 positions per block, up to 8 heads of a KV group per

@@ -163,11 +163,12 @@ __global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ 
   const int D = p.head_dim;
   const int kv_dim = p.n_head_kv * D;
   const int pos = *pos0 + t;
+  const int row = p.kv_rows > 0 ? pos % p.kv_rows : pos;  // a sliding-window layer's ring
   if (hh >= p.n_head + 2 * p.n_head_kv) return;
   if (hh >= p.n_head + p.n_head_kv) {  // V: store as fp16
     const int h = hh - p.n_head - p.n_head_kv;
     const float* src = p.v + static_cast<int64_t>(t) * p.v_stride + static_cast<int64_t>(h) * D;
-    __half* dst = reinterpret_cast<__half*>(p.v_cache) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(h) * D;
+    __half* dst = reinterpret_cast<__half*>(p.v_cache) + static_cast<int64_t>(row) * kv_dim + static_cast<int64_t>(h) * D;
     for (int i = lane; i < D; i += 32) dst[i] = __float2half_rn(src[i]);
     return;
   }
@@ -181,7 +182,7 @@ __global__ void qkv_post_kernel(QkvPost p, RopeDev r, const float* __restrict__ 
     float* dst = p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * D;
     for (int i = lane; i < D; i += 32) dst[i] = v[i];
   } else {
-    __half* dst = reinterpret_cast<__half*>(p.k_cache) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(h) * D;
+    __half* dst = reinterpret_cast<__half*>(p.k_cache) + static_cast<int64_t>(row) * kv_dim + static_cast<int64_t>(h) * D;
     for (int i = lane; i < D; i += 32) dst[i] = __float2half_rn(v[i]);
   }
 }
@@ -566,6 +567,7 @@ cudaError_t qkv_post(const QkvPost& p, const RopeConfig& r, const float* cs, con
   GUILD_CUDA_RETURN_IF(p.head_dim <= 0 || p.head_dim > kMaxHeadDim || r.n_rot > p.head_dim || r.n_rot % 2 != 0,
                        cudaErrorInvalidValue);
   GUILD_CUDA_RETURN_IF(r.n_rot > 0 && !cs, cudaErrorInvalidValue);
+  GUILD_CUDA_RETURN_IF(p.kv_rows < 0 || (p.kv_rows > 0 && n_tokens > p.kv_rows), cudaErrorInvalidValue);
   if (n_tokens == 0) return cudaSuccess;
   const int heads = p.n_head + 2 * p.n_head_kv;
   launch_pdl(qkv_post_kernel, dim3(n_tokens, ceil_div(heads, 4)), dim3(128), 0, s, p, rope_dev(r), cs, pos0);

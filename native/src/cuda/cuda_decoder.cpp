@@ -153,6 +153,16 @@ const float* CudaDecoder::Impl::dev_vector(const float* v) const {
 
 // ---- CudaDecoder ----------------------------------------------------------------------------
 
+int CudaDecoder::resume_point(int n_reuse) const {
+  const Impl& I = *impl_;
+  // Rows of positions below kv_high - ring were overwritten; the first query
+  // at n_reuse attends from n_reuse - window + 1.
+  for (const Impl::Layer& ly : I.layers)
+    if (ly.kv_ring > 0 && n_reuse > 0 && n_reuse - ly.steps.attention.sliding_window + 1 < I.kv_high - ly.kv_ring)
+      return 0;
+  return n_reuse;
+}
+
 CudaDecoder::CudaDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaDecoder::~CudaDecoder() = default;
 
@@ -276,7 +286,6 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
   I.token_embd = I.dev_matrix(w.token_embd, 1);
   I.output = I.dev_matrix(w.output, 1);
   I.output_norm = I.dev_vector(w.output_norm);
-  const size_t kv_layer = static_cast<size_t>(options.n_ctx) * L.kv_dim;  // elements
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
     Impl::Layer ly;
@@ -359,9 +368,10 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
         return nullptr;
       }
     }
-    uint16_t* kv = reinterpret_cast<uint16_t*>(I.kv_mem) + static_cast<size_t>(l) * 2 * kv_layer;
+    uint16_t* kv = reinterpret_cast<uint16_t*>(I.kv_mem) + L.kv_offset[l];
     ly.k_cache = kv;
-    ly.v_cache = kv + kv_layer;
+    ly.v_cache = kv + static_cast<size_t>(L.kv_rows[l]) * L.kv_dim;
+    ly.kv_ring = L.kv_rows[l] < options.n_ctx ? L.kv_rows[l] : 0;
     I.layers.push_back(ly);
   }
   I.rope.n_rot = hp.rope.n_rot;
@@ -483,6 +493,9 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
   int32_t* h_tokens = I.h_pinned;
   int32_t* h_pos0 = I.h_pinned + L.T;
   int32_t* h_argmax = I.h_pinned + L.T + 1;
+  // The sliding-window rings' high-water mark (resume_point): a pass from 0
+  // starts over, any other extends it.
+  I.kv_high = pos0 == 0 ? pos0 + n : std::max(I.kv_high, pos0 + n);
   std::memcpy(h_tokens, tokens, static_cast<size_t>(n) * sizeof(int32_t));
   *h_pos0 = pos0;
   auto failed = [&](const std::string& msg) {

@@ -77,6 +77,7 @@ class CudaDecoder final : public gpu::Decoder {
   // or a device error (the decoder should then be treated as failed).
   bool forward(const int32_t* tokens, int n, int pos0, float* logits_out, bool all_rows, std::string* error,
                int32_t* argmax_out = nullptr) override;
+  int resume_point(int n_reuse) const override;
 
   // ---- hybrid expert placement (only with options.expert_cache_slots) ----
   bool hybrid() const override;

@@ -119,6 +119,7 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   p.head_dim = hp.head_dim_k;
   p.k_cache = ly.k_cache;
   p.v_cache = ly.v_cache;
+  p.kv_rows = ly.kv_ring;
   // One token: attention applies qkv_post itself (one launch fewer).
   const bool post_in_attention = fused && n == 1;
   if (!post_in_attention && (e = qkv_post(p, rope, rope_cs, d_pos0, n, stream)) != cudaSuccess)
@@ -137,6 +138,7 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
   a.out = attn; a.out_stride = L.q_dim;
   a.window = ly.steps.attention.sliding_window;
+  a.kv_rows = ly.kv_ring;
   a.sinks = ly.sinks;
   Src as{attn, n, L.q_dim};
   if (n == 1) {

@@ -80,6 +80,7 @@ struct CudaDecoder::Impl {
     GluArgs dense_glu;
     uint16_t* k_cache = nullptr;
     uint16_t* v_cache = nullptr;
+    int kv_ring = 0;  // a sliding-window layer's ring rows (0: n_ctx rows, row = position)
     // Hybrid: the layer's GPU expert cache (gate/up/down_exps point into it,
     // n_expert = slots), the host expert stacks it is filled from, and the
     // expert -> slot map (-1: CPU) on both sides.
@@ -163,6 +164,7 @@ struct CudaDecoder::Impl {
   std::vector<cudaGraphExec_t> graph_execs;
   int decode_range = 0;  // the range of this forward's single-token step (decode attention's lengths)
   int replays = 0, captures = 0;
+  int kv_high = 0;  // one past the furthest position written since a pass from 0 (resume_point)
   std::string err;
 
   // ---- hybrid MoE ----

@@ -182,7 +182,17 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   L.act_rows = L.T * L.K;
   L.logits_rows = std::min(L.T, 32);
   L.max_tiles = hp.n_expert > 0 ? moe_max_tiles(L.T, L.K, hp.n_expert) : 1;
-  L.kv_bytes = static_cast<size_t>(hp.n_layer) * 2 * o.n_ctx * L.kv_dim * 2;
+  // KV: n_ctx rows per layer, a sliding-window layer's ring fewer.
+  L.kv_rows.assign(static_cast<size_t>(hp.n_layer), o.n_ctx);
+  L.kv_offset.assign(static_cast<size_t>(hp.n_layer), 0);
+  size_t kv_elems = 0;
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const int window = o.layers.empty() ? 0 : o.layers[static_cast<size_t>(l)].attention.sliding_window;
+    L.kv_rows[l] = sliding_kv_rows(window, o.n_ctx, o.max_tokens, std::max(0, o.sliding_history));
+    L.kv_offset[l] = kv_elems;
+    kv_elems += 2 * static_cast<size_t>(L.kv_rows[l]) * L.kv_dim;
+  }
+  L.kv_bytes = kv_elems * 2;
 
   const size_t T = L.T, K = L.K;
   size_t f = 0;  // floats

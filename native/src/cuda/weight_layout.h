@@ -55,6 +55,10 @@ struct Layout {
     size_t gate_stride = 0, up_stride = 0, down_stride = 0;  // row strides
   };
   std::vector<Cache> caches;
+  // Per layer: KV rows (n_ctx, or a sliding-window layer's ring) and where its
+  // K and V start in the KV allocation (elements).
+  std::vector<int> kv_rows;
+  std::vector<size_t> kv_offset;
   bool hybrid = false;
   std::unordered_map<const void*, size_t> index;  // host data -> uploads index
 };

@@ -72,6 +72,10 @@ struct DecoderOptions {
   // sinks, windows, gating, the gated unit. Empty: the standard layer
   // (q/k norm as hp.qk_norm says, softmax top-k routing, SwiGLU).
   std::vector<ExecutorLayer> layers;
+  // A sliding-window layer's KV is a ring of sliding_kv_rows(window, n_ctx,
+  // max_tokens, sliding_history) rows (models/recipe.h): positions up to this
+  // many before the last one written stay resumable (Decoder::resume_point).
+  int sliding_history = 2048;
   CpuExperts cpu;
   bool stream_prefill = true;
   int stream_min_tokens = 32;
@@ -103,6 +107,10 @@ class Decoder {
   virtual ~Decoder() = default;
   virtual bool forward(const int32_t* tokens, int n, int pos0, float* logits_out, bool all_rows, std::string* error,
                        int32_t* argmax_out = nullptr) = 0;
+  // The longest prefix of the positions written so far that a forward may
+  // continue from: n_reuse, or 0 when a sliding-window layer's ring no longer
+  // holds the rows its first query would attend to (run again from the start).
+  virtual int resume_point(int n_reuse) const = 0;
   virtual bool hybrid() const = 0;
   virtual int cache_slots(int layer) const = 0;
   virtual int cached_expert(int layer, int slot) const = 0;

@@ -91,6 +91,16 @@ struct ModelRecipe {
   std::vector<int> attention_windows() const;
 };
 
+// Rows of KV a sliding-window layer keeps (n_ctx when that is no fewer): a
+// pass of max_batch queries whose first attends window - 1 rows back, and
+// `history` rows more that a cut (prefix reuse) may go back to. The CPU's
+// KvCache and the CUDA decoder's ring both hold this many.
+inline int sliding_kv_rows(int window, int n_ctx, int max_batch, int history) {
+  if (window <= 0) return n_ctx;
+  const int64_t rows = int64_t{window} + max_batch + history;
+  return static_cast<int>(rows < n_ctx ? rows : n_ctx);
+}
+
 // A small builder the architecture files use, so a layer reads as its steps:
 //   LayerBuilder(L).norm(L.attn_norm).attention(a).residual().norm(L.ffn_norm).experts(e).residual()
 class LayerBuilder {

@@ -1,5 +1,7 @@
 #include "runtime/kv_cache.h"
 
+#include "models/recipe.h"
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -9,11 +11,7 @@
 namespace guild {
 
 int KvCache::sliding_rows(int window, int n_ctx, int max_batch, int history) {
-  if (window <= 0) return n_ctx;
-  // A pass of max_batch rows whose first query attends W - 1 rows back, and
-  // `history` rows more that a cut may go back to.
-  const int64_t rows = int64_t{window} + max_batch + history;
-  return static_cast<int>(std::min<int64_t>(n_ctx, rows));
+  return sliding_kv_rows(window, n_ctx, max_batch, history);
 }
 
 bool KvCache::init(int n_layer, int n_ctx, int k_dim, int v_dim, KvType type, std::span<const int> windows,

@@ -113,6 +113,8 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
   // The device KV cache holds one session's history: if it is not ours (or
   // holds less of it), re-run our history first.
   size_t valid = g.kv_owner == id_ ? std::min(g.kv_tokens, history_.size()) : 0;
+  // A cut further back than the sliding-window rings keep rows for: from the start.
+  valid = static_cast<size_t>(g.decoder().resume_point(static_cast<int>(valid)));
   const int T = g.max_tokens();
   std::string err;
   while (valid < history_.size()) {
