@@ -102,6 +102,7 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
   LoadOptions opt;
   opt.n_threads = 2;
   opt.kv_type = KvType::F16;
+  opt.gpu = "cpu";  // the reference is the CPU runtime, wherever the CUDA package is found
   std::string err;
   out->model = GuildModel::load(path, opt, &err);
   if (!out->model) {
