@@ -1,5 +1,5 @@
 // CudaDecoder (everything on the GPU) against the CPU runtime on the fixture
-// models (qwen3moe-a-*, mixtral-a-*, gptoss-a-*), with the fixtures' README rules:
+// models (qwen3moe-a-*, mixtral-a-*, gptoss-a-*, glm4moe-a-*), with the fixtures' README rules:
 //  * float masters (F32 weights; fp16 tensor-core prefill, fp16 KV): per
 //    position rms |gpu - cpu| <= 0.05 and identical argmax, up to the first
 //    position whose recorded router top-k margin is < 0.05;
@@ -79,7 +79,10 @@ const char* kModels[] = {"qwen3moe-a-F32",     "qwen3moe-a-Q8_0",    "qwen3moe-a
                          "qwen3moe-a-Q3_K_M",  "qwen3moe-a-IQ3_S",   "qwen3moe-a-IQ3_XXS", "qwen3moe-a-IQ2_S",
                          "qwen3moe-a-IQ2_XS",  "qwen3moe-a-IQ2_XXS", "qwen3moe-a-IQ1_M",  "qwen3moe-a-IQ1_S",
                          // gpt-oss: biases, sinks, 16-key windows on even layers, swiglu-oai, MXFP4 experts
-                         "gptoss-a-BF16",      "gptoss-a-MXFP4_MOE"};
+                         "gptoss-a-BF16",      "gptoss-a-MXFP4_MOE",
+                         // glm4moe: q/k/v biases, partial NEOX rope, a dense lead layer, sigmoid gating with
+                         // the choice bias, renormalised and scaled weights, a shared expert
+                         "glm4moe-a-F32",      "glm4moe-a-Q4_K_M"};
 
 struct Pair {
   std::unique_ptr<GuildModel> model;
@@ -124,6 +127,49 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
 
 
 }  // namespace
+
+// Step parameters that name tensors the weights lack never run: create
+// refuses them in one line naming the layer (the recipes the runners build
+// always match their tensors; this guards the interface).
+TEST(steps_without_their_tensors_are_refused) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  const std::string path = fx + "/models/qwen3moe-a-Q8_0.gguf";
+  if (!fs::exists(path)) {
+    std::printf("  qwen3moe-a-Q8_0 fixture not found: nothing checked\n");
+    return;
+  }
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.gpu = "cpu";
+  std::string err;
+  auto model = GuildModel::load(path, opt, &err);
+  REQUIRE(model);
+  const std::vector<ExecutorLayer> good = model->recipe().executor_layers();
+  REQUIRE(good.size() == 2 && good[0].moe);
+  struct Case {
+    const char* what;
+    void (*spoil)(ExecutorLayer*);
+  };
+  const Case cases[] = {
+      {"attention sinks without their tensor", [](ExecutorLayer* l) { l->attention.sinks = true; }},
+      {"q/k/v biases without their tensors", [](ExecutorLayer* l) { l->attention.qkv_bias = true; }},
+      {"an expert choice bias without sigmoid gating or its tensor", [](ExecutorLayer* l) { l->experts.choice_bias = true; }},
+      {"a shared expert without its tensors", [](ExecutorLayer* l) { l->experts.shared_expert = true; }},
+      {"a router bias without its tensor", [](ExecutorLayer* l) { l->experts.router_bias = true; }},
+  };
+  for (const Case& c : cases) {
+    gc::CudaDecoderOptions go;
+    go.n_ctx = 64;
+    go.max_tokens = 16;
+    go.layers = good;
+    c.spoil(&go.layers[1]);
+    err.clear();
+    auto dec = gc::CudaDecoder::create(model->hparams(), model->weights(), go, &err);
+    CHECK(dec == nullptr);
+    CHECK_MSG(err == std::string("CUDA decoder: layer 1: ") + c.what, "%s", err.c_str());
+  }
+}
 
 TEST(prompt_logits_match_cpu_runtime) {
   const std::string fx = check::fixtures_dir();

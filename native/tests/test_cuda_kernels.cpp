@@ -1624,6 +1624,36 @@ TEST(step_parameter_kernels_match_cpu) {
     for (int i = 0; i < d; ++i) moved += got[2 * d + i] != x0[2 * d + i];
     CHECK_MSG(moved == 0, "moe_combine_biased changed a token with no unmasked choice");
   }
+  // moe_route_sigmoid: the CPU's route_sigmoid_topk_rows on the same logits,
+  // with and without the choice bias and the renormalisation; 160 experts
+  // (5 per lane), k 8, a tie in the biased choice value (lower id first).
+  for (const bool with_bias : {true, false})
+    for (const bool renorm : {true, false}) {
+      const int T = 37, E = 160, K = 8;
+      std::vector<float> logits = randn(static_cast<size_t>(T) * E, 2.0f), bias = randn(E, 0.3f);
+      logits[5] = logits[9];  // token 0: experts 5 and 9 tie
+      bias[5] = bias[9];
+      Dev<float> dl(logits), db(bias), dw(static_cast<size_t>(T) * K);
+      Dev<int32_t> di(static_cast<size_t>(T) * K);
+      CUDA_OK(gc::moe_route_sigmoid(dl.p, T, E, K, with_bias ? db.p : nullptr, renorm, 2.5f, di.p, dw.p, nullptr));
+      ExpertRouting r;
+      r.reserve(T, K, E);
+      r.n_tokens = T;
+      r.k = K;
+      r.n_expert = E;
+      route_sigmoid_topk_rows(logits.data(), with_bias ? bias.data() : nullptr, renorm, 2.5f, 0, T, &r);
+      const std::vector<int32_t> gi = di.down();
+      const std::vector<float> gw = dw.down();
+      int ids_bad = 0;
+      float w_err = 0.0f;
+      for (int i = 0; i < T * K; ++i) {
+        ids_bad += gi[i] != r.ids[i];
+        w_err = std::max(w_err, std::fabs(gw[i] - r.weights[i]));
+      }
+      CHECK_MSG(ids_bad == 0 && w_err <= 2e-6f, "moe_route_sigmoid (bias %d, renorm %d): %d ids differ, weights max err %.3g",
+                with_bias, renorm, ids_bad, w_err);
+    }
+  CHECK(gc::moe_route_sigmoid(nullptr, 1, 8, 2, nullptr, true, 1.0f, nullptr, nullptr, nullptr) == cudaErrorInvalidValue);
 }
 
 TEST(swiglu_add_argmax_get_rows) {

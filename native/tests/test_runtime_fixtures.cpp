@@ -304,8 +304,8 @@ TEST(prefix_reuse_equals_fresh_run) {
   CHECK(reused.tokens == cold.tokens);
 }
 
-// The layer recipes the runners build: the standard decoder's and gpt-oss's
-// run on the CUDA executor; glm4moe's names the first step it lacks.
+// The layer recipes the runners build, and what the CUDA executor takes of
+// them; a recipe of another shape names the first step it lacks.
 TEST(recipes_name_what_the_cuda_executor_lacks) {
   const std::string fx = check::fixtures_dir();
   Loaded qwen = load_fixture_model(fx, "qwen3moe-a-Q8_0", KvType::F16);
@@ -344,8 +344,19 @@ TEST(recipes_name_what_the_cuda_executor_lacks) {
   CHECK(g.layers[1].steps[1].attention.qkv_bias && !g.layers[1].steps[1].attention.out_bias &&
         g.layers[1].steps[1].attention.qk_norm);
   CHECK(glm.model->hparams().rope.n_rot == 32 && glm.model->hparams().head_dim_k == 64);  // partial rope
-  CHECK_MSG(g.gpu_gap() == "sigmoid gating", "%s", g.gpu_gap().c_str());
-  CHECK(g.executor_layers().empty());
+  CHECK_MSG(g.gpu_gap().empty(), "%s", g.gpu_gap().c_str());
+  const std::vector<ExecutorLayer> gx = g.executor_layers();
+  REQUIRE(gx.size() == 3);
+  CHECK(!gx[0].moe && gx[1].moe && gx[2].moe);
+  CHECK(gx[1].experts.gating == Gating::SigmoidTopk && gx[1].experts.choice_bias && gx[1].experts.renorm);
+  CHECK(gx[1].experts.scale == 2.5f && gx[1].experts.shared_expert && gx[1].attention.qkv_bias);
+
+  // A layer of another shape (here without its FFN) is named as the gap.
+  ModelRecipe odd;
+  odd.layers.resize(1);
+  LayerBuilder(&odd.layers[0]).norm(nullptr).attention(AttentionStep{}).residual();
+  CHECK_MSG(odd.gpu_gap() == "a layer of 3 steps", "%s", odd.gpu_gap().c_str());
+  CHECK(odd.executor_layers().empty());
 }
 
 // glm4moe's MTP (nextn) head against llama.cpp's: one batch over the chat

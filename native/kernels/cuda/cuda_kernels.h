@@ -245,6 +245,12 @@ cudaError_t glu_rows(const float* gate, const float* up, int rows, int n_ff, con
 // over the choices whose mask[t*k+j] >= 0 (mask null: all).
 cudaError_t moe_combine_biased(const float* y, const float* weights, const float* bias, const int32_t* ids,
                                const int32_t* mask, int n_tokens, int k, int n, float* x, cudaStream_t s);
+// Sigmoid gating (glm4moe, deepseek-v3; ops/moe.h route_sigmoid_topk_rows):
+// p_e = sigmoid(logit_e); the k largest p_e + choice_bias[e] (bias may be
+// null; ties to the lower id) in that order, weighted by their p_e, divided
+// by the k's sum when renorm, times scale.
+cudaError_t moe_route_sigmoid(const float* logits, int n_tokens, int n_expert, int k, const float* choice_bias,
+                              bool renorm, float scale, int32_t* ids, float* weights, cudaStream_t s);
 
 // ---- attention ------------------------------------------------------------------------
 

@@ -1,12 +1,14 @@
 // The kernels behind the step parameters of architectures beyond the
 // standard decoder (models/recipe.h): bias rows after a projection, the
 // gated unit with per-expert gate/up biases and the clamped SwiGLU
-// (swiglu-oai), and the experts' combine with a per-expert down bias.
-// Elementwise and memory-bound: one thread per output element.
+// (swiglu-oai), the experts' combine with a per-expert down bias (one
+// thread per output element, memory-bound), and sigmoid gating (one warp
+// per token).
 #include <algorithm>
 #include <initializer_list>
 
 #include "common.cuh"
+#include "route.cuh"
 
 namespace guild::cuda {
 namespace {
@@ -68,7 +70,78 @@ __global__ void moe_combine_biased_kernel(const float* __restrict__ y, const flo
   if (any) x[static_cast<int64_t>(t) * n + d] += acc;
 }
 
+// Sigmoid gating of one token per warp, as ops/moe.cpp's
+// route_sigmoid_topk_rows: p_e = sigmoid(l_e) chooses by p_e + bias_e (the
+// largest first, ties to the lower id, NaN never), weighs by p_e; the k
+// weights summed in choice order when renorm, then times scale.
+__global__ void moe_route_sigmoid_kernel(const float* __restrict__ logits, int n_tokens, int n_expert, int k,
+                                         const float* __restrict__ bias, bool renorm, float scale,
+                                         int32_t* __restrict__ ids, float* __restrict__ weights) {
+  pdl_begin();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x * 4 + warp;
+  if (t >= n_tokens) return;
+  __shared__ int sel_id[4][kRouteMaxK];
+  __shared__ float sel_p[4][kRouteMaxK];
+  const float* l = logits + static_cast<int64_t>(t) * n_expert;
+  float p[kRouteMaxPerLane], v[kRouteMaxPerLane];
+#pragma unroll
+  for (int i = 0; i < kRouteMaxPerLane; ++i) {
+    const int e = lane + 32 * i;
+    p[i] = 0.0f;
+    v[i] = -INFINITY;
+    if (e < n_expert) {
+      p[i] = 1.0f / (1.0f + expf(-l[e]));
+      const float c = bias ? p[i] + bias[e] : p[i];
+      v[i] = c != c ? -INFINITY : c;
+    }
+  }
+  unsigned taken = 0;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY, bp = 0.0f;
+    int bi = INT32_MAX;
+#pragma unroll
+    for (int i = 0; i < kRouteMaxPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n_expert && !((taken >> i) & 1u) && (bi == INT32_MAX || v[i] > bv)) { bv = v[i]; bp = p[i]; bi = e; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi) || (bi == INT32_MAX && oi != INT32_MAX)) { bv = ov; bp = op; bi = oi; }
+    }
+    if (lane == 0) { sel_id[warp][j] = bi; sel_p[warp][j] = bp; }
+#pragma unroll
+    for (int i = 0; i < kRouteMaxPerLane; ++i)
+      if (lane + 32 * i == bi) taken |= 1u << i;
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  float sum = 0.0f;
+  if (renorm)
+    for (int j = 0; j < k; ++j) sum += sel_p[warp][j];
+  for (int j = 0; j < k; ++j) {
+    float w = renorm ? sel_p[warp][j] / sum : sel_p[warp][j];
+    if (scale != 1.0f) w *= scale;
+    ids[static_cast<int64_t>(t) * k + j] = sel_id[warp][j];
+    weights[static_cast<int64_t>(t) * k + j] = w;
+  }
+}
+
 }  // namespace
+
+cudaError_t moe_route_sigmoid(const float* logits, int n_tokens, int n_expert, int k, const float* choice_bias,
+                              bool renorm, float scale, int32_t* ids, float* weights, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!logits || !ids || !weights || n_expert < 1 || n_expert > 32 * kRouteMaxPerLane || k < 1 ||
+                           k > kRouteMaxK || k > n_expert || n_tokens < 0,
+                       cudaErrorInvalidValue);
+  if (n_tokens == 0) return cudaSuccess;
+  launch_pdl(moe_route_sigmoid_kernel, dim3(ceil_div(n_tokens, 4)), dim3(128), 0, s, logits, n_tokens, n_expert, k,
+             choice_bias, renorm, scale, ids, weights);
+  return launch_status();
+}
 
 cudaError_t add_bias_rows(const BiasRows& a, const BiasRows& b, const BiasRows& c, int n_tokens, cudaStream_t s) {
   int widest = 0, targets = 0;

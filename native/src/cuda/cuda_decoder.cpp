@@ -115,9 +115,11 @@ bool check_layer_steps(const ModelHparams& hp, const ModelWeights& w, const Cuda
     else if (a.sinks && !lw.attn_sinks) gap = "attention sinks without their tensor";
     else if (a.qk_norm && (!lw.q_norm || !lw.k_norm)) gap = "q/k norms without their tensors";
     else if (a.sliding_window < 0) gap = "a negative sliding window";
-    else if (s.moe && e.gating == Gating::SigmoidTopk) gap = "sigmoid gating (no CUDA step yet)";
-    else if (s.moe && e.shared_expert) gap = "a shared expert (no CUDA step yet)";
-    else if (s.moe && e.scale != 1.0f) gap = "scaled routing weights (no CUDA step yet)";
+    else if (s.moe && e.choice_bias && (e.gating != Gating::SigmoidTopk || !lw.exp_probs_b))
+      gap = "an expert choice bias without sigmoid gating or its tensor";
+    else if (s.moe && e.shared_expert &&
+             (!lw.shexp_gate.data || !lw.shexp_up.data || !lw.shexp_down.data || hp.n_ff_shexp < 1))
+      gap = "a shared expert without its tensors";
     else if (s.moe && e.router_bias && !lw.router_bias) gap = "a router bias without its tensor";
     else if (s.moe && e.expert_bias && (!lw.gate_exps_bias || !lw.up_exps_bias || !lw.down_exps_bias))
       gap = "expert biases without their tensors";
@@ -310,6 +312,12 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
     const RoutedExpertsStep& es = ly.steps.experts;
     if (ly.moe) {
       if (es.router_bias) ly.router_bias = I.dev_vector(lw.router_bias);
+      if (es.choice_bias) ly.choice_bias = I.dev_vector(lw.exp_probs_b);
+      if (es.shared_expert) {
+        ly.shexp_gate = I.dev_matrix(lw.shexp_gate, 1);
+        ly.shexp_up = I.dev_matrix(lw.shexp_up, 1);
+        ly.shexp_down = I.dev_matrix(lw.shexp_down, 1);
+      }
       ly.math.glu = glu_args(es.glu);
       if (es.expert_bias) {
         ly.math.gate_bias = I.dev_vector(lw.gate_exps_bias);
@@ -386,7 +394,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
 
   Arena a{I.scratch_mem, 0};
   const size_t K = L.K;
-  const size_t ffn = std::max(T * K * hp.n_ff_exp, T * static_cast<size_t>(hp.n_ff));
+  const size_t ffn = L.ffn_floats;
   I.x = a.take<float>(T * hp.n_embd);
   I.xn = a.take<float>(T * hp.n_embd);
   I.q = a.take<float>(T * L.q_dim);

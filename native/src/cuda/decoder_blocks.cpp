@@ -159,38 +159,60 @@ bool CudaDecoder::Impl::attention_block(const Layer& ly, int n) {
   return e == cudaSuccess || fail("add_bias_rows (attention output)", e);
 }
 
-bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
+// The FFN norm, the router and the gating of n rows: the normed rows in xs,
+// the choices and their weights in groups.ids/weights.
+bool CudaDecoder::Impl::route(const Layer& ly, int n, Src* xs) {
   const int kk = hp.n_expert_used;
-  Src xs{};
+  const RoutedExpertsStep& es = ly.steps.experts;
+  const bool sigmoid = es.gating == Gating::SigmoidTopk;
   cudaError_t e;
   // gpt-oss's top-k-then-softmax equals softmax, top-k, renormalise (the
-  // softmax's denominator cancels): moe_route serves both gatings. A router
-  // bias is added between the product and the routing (no fused launch).
-  if (fused && n == 1 && !ly.router_bias && moe_norm_route_supported(ly.router, kk)) {
+  // softmax's denominator cancels): moe_route serves both softmax gatings. A
+  // router bias is added between the product and the routing (no fused launch).
+  if (fused && n == 1 && !sigmoid && !ly.router_bias && moe_norm_route_supported(ly.router, kk)) {
     // Norm, router and top-k in one launch; the normed row in both formats
     // the expert passes (and the CPU's export) may read.
     const bool q8 = format_for(ly.gate_exps, 1) == ActFormat::Q8_1 || format_for(ly.up_exps, 1) == ActFormat::Q8_1;
     e = moe_norm_route(x, ly.ffn_norm, hp.rms_eps, ly.router, kk, xn, q8 ? &act_q8 : nullptr, router_logits,
                        groups.ids, groups.weights, route_counter, stream);
     if (e != cudaSuccess) return fail("moe_norm_route", e);
-    xs = Src{xn, 1, hp.n_embd, q8, false};
-  } else {
-    if (!norm(x, ly.ffn_norm, n, &xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
-    if (!matmul(ly.router, xs, router_logits, hp.n_expert, false)) return false;
-    if (ly.router_bias &&
-        (e = add_bias_rows(BiasRows{router_logits, hp.n_expert, ly.router_bias, hp.n_expert}, BiasRows{}, BiasRows{}, n,
-                           stream)) != cudaSuccess)
-      return fail("add_bias_rows (router)", e);
-    e = moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
-    if (e != cudaSuccess) return fail("moe_route", e);
+    *xs = Src{xn, 1, hp.n_embd, q8, false};
+    return true;
   }
+  if (!norm(x, ly.ffn_norm, n, xs, {&ly.router, &ly.gate_exps, &ly.up_exps}, n)) return false;
+  if (!matmul(ly.router, *xs, router_logits, hp.n_expert, false)) return false;
+  if (ly.router_bias &&
+      (e = add_bias_rows(BiasRows{router_logits, hp.n_expert, ly.router_bias, hp.n_expert}, BiasRows{}, BiasRows{}, n,
+                         stream)) != cudaSuccess)
+    return fail("add_bias_rows (router)", e);
+  e = sigmoid ? moe_route_sigmoid(router_logits, n, hp.n_expert, kk, ly.choice_bias, es.renorm, es.scale, groups.ids,
+                                  groups.weights, stream)
+              : moe_route(router_logits, n, hp.n_expert, kk, groups.ids, groups.weights, stream);
+  return e == cudaSuccess || fail(sigmoid ? "moe_route_sigmoid" : "moe_route", e);
+}
+
+bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
+  const int kk = hp.n_expert_used;
+  Src xs{};
+  cudaError_t e;
+  if (!route(ly, n, &xs)) return false;
+  // The shared expert (glm4moe) reads the same normed rows, on the GPU in
+  // every placement; after the routed passes here (which leave xn as it is),
+  // before a hybrid layer waits for the CPU's share. Its products reuse the
+  // activation buffers: the caller's formats of xs are stale after it.
+  auto shared = [&]() {
+    if (!ly.shexp_gate.data) return true;
+    xs.q8 = xs.f16 = false;
+    return glu_ffn(ly.shexp_gate, ly.shexp_up, ly.shexp_down, GluArgs{}, xs, hp.n_ff_shexp);
+  };
   if (!L.hybrid) {
     if (n == 1)
-      return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work(), ly.math);
+      return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work(), ly.math) &&
+             shared();
     e = moe_group(groups, n, kk, hp.n_expert, stream);
     if (e != cudaSuccess) return fail("moe_group", e);
     return gpu_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups, hp.n_expert, xs, n, ly.math) &&
-           combine(ly, nullptr, n);
+           combine(ly, nullptr, n) && shared();
   }
   // Hybrid: the choices whose expert is cached run here; the others are
   // posted to the CPU expert server, which computes them at the same time;
@@ -225,7 +247,7 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
     g.ids = d_stage_ids;
     if ((e = moe_group(g, n, kk, ly.n_uncached, stream)) != cudaSuccess) return fail("moe_group", e);
     if (!join_staged()) return false;
-    return gpu_experts(ly.staged, g, ly.n_uncached, xs, n, ly.math) && combine(ly, nullptr, n);
+    return gpu_experts(ly.staged, g, ly.n_uncached, xs, n, ly.math) && combine(ly, nullptr, n) && shared();
   }
   // One token: the GPU also computes up to host_choices of the CPU's
   // choices, reading those experts from page-locked host memory over PCIe,
@@ -256,6 +278,7 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
     xs.q8 = xs.f16 = false;  // the cached pass reused the activation buffer for its hidden rows
     if (!token_experts(ly.host_view, d_host_ids, xs, main_work(), ly.math)) return false;
   }
+  if (!shared()) return false;
   for (Peer& p : peers) {
     if (p.layers[layer].slots == 0) continue;
     if ((e = cudaStreamWaitEvent(stream, p.ev_out, 0)) != cudaSuccess ||
@@ -379,28 +402,31 @@ bool CudaDecoder::Impl::gpu_experts(const Experts& ly, const MoeGroups& groups, 
   return gpu_experts(ly, groups, n_groups, xs, n, main_work(), math);
 }
 
-bool CudaDecoder::Impl::dense_block(const Layer& ly, int n) {
-  Src xs{};
-  if (!norm(x, ly.ffn_norm, n, &xs, {&ly.ffn_gate, &ly.ffn_up}, n)) return false;
-  const int n_ff = hp.n_ff;
+bool CudaDecoder::Impl::glu_ffn(const DevMatrix& gate, const DevMatrix& up, const DevMatrix& down, const GluArgs& glu,
+                                Src& xs, int n_ff) {
+  const int n = xs.rows;
   cudaError_t e;
-  if (ly.dense_glu.kind == GluKind::Silu && use_gemv(ly.ffn_gate, n) && ly.ffn_gate.type == ly.ffn_up.type &&
-      ly.ffn_gate.row_stride == ly.ffn_up.row_stride) {
-    if (!ensure(xs, act_format_gemv(ly.ffn_gate.type))) return false;
+  if (glu.kind == GluKind::Silu && use_gemv(gate, n) && gate.type == up.type && gate.row_stride == up.row_stride) {
+    if (!ensure(xs, act_format_gemv(gate.type))) return false;
     for (int c0 = 0; c0 < n; c0 += kGemvMaxCols) {
-      e = gemv_glu(ly.ffn_gate, ly.ffn_up, view(xs, c0), std::min(kGemvMaxCols, n - c0),
-                   ffn_h + static_cast<int64_t>(c0) * n_ff, n_ff, stream);
+      e = gemv_glu(gate, up, view(xs, c0), std::min(kGemvMaxCols, n - c0), ffn_h + static_cast<int64_t>(c0) * n_ff,
+                   n_ff, stream);
       if (e != cudaSuccess) return fail("gemv_glu", e);
     }
   } else {
-    if (!matmul(ly.ffn_gate, xs, ffn_gate, n_ff, false) || !matmul(ly.ffn_up, xs, ffn_up, n_ff, false)) return false;
-    e = ly.dense_glu.kind == GluKind::Silu
-            ? swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n) * n_ff, ffn_h, stream)
-            : glu_rows(ffn_gate, ffn_up, n, n_ff, ly.dense_glu, nullptr, nullptr, nullptr, ffn_h, stream);
+    if (!matmul(gate, xs, ffn_gate, n_ff, false) || !matmul(up, xs, ffn_up, n_ff, false)) return false;
+    e = glu.kind == GluKind::Silu ? swiglu(ffn_gate, ffn_up, static_cast<int64_t>(n) * n_ff, ffn_h, stream)
+                                  : glu_rows(ffn_gate, ffn_up, n, n_ff, glu, nullptr, nullptr, nullptr, ffn_h, stream);
     if (e != cudaSuccess) return fail("swiglu", e);
   }
   Src hs{ffn_h, n, n_ff};
-  return matmul(ly.ffn_down, hs, x, hp.n_embd, true);  // x += h · Wdownᵀ
+  return matmul(down, hs, x, hp.n_embd, true);  // x += h · Wdownᵀ
+}
+
+bool CudaDecoder::Impl::dense_block(const Layer& ly, int n) {
+  Src xs{};
+  if (!norm(x, ly.ffn_norm, n, &xs, {&ly.ffn_gate, &ly.ffn_up}, n)) return false;
+  return glu_ffn(ly.ffn_gate, ly.ffn_up, ly.ffn_down, ly.dense_glu, xs, hp.n_ff);
 }
 
 // Embedding, rope table and every layer for n tokens (inputs already on device).

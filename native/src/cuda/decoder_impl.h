@@ -69,6 +69,7 @@ struct CudaDecoder::Impl {
     const float* k_norm = nullptr;
     const float* ffn_norm = nullptr;
     DevMatrix wq, wk, wv, wo, router, gate_exps, up_exps, down_exps, ffn_gate, ffn_up, ffn_down;
+    DevMatrix shexp_gate, shexp_up, shexp_down;  // the shared expert (steps.experts.shared_expert)
     bool moe = false;
     // The recipe's parameters of this layer's attention and FFN steps, and
     // the tensors they name (device copies; null when the step has none).
@@ -76,6 +77,7 @@ struct CudaDecoder::Impl {
     const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
     const float* sinks = nullptr;
     const float* router_bias = nullptr;
+    const float* choice_bias = nullptr;  // sigmoid gating's exp_probs_b (steps.experts.choice_bias)
     ExpertMath math;
     GluArgs dense_glu;
     uint16_t* k_cache = nullptr;
@@ -274,7 +276,8 @@ struct CudaDecoder::Impl {
   // How long the GPU waits for the CPU expert server before failing the step.
   static constexpr uint64_t kServerTimeoutNs = 60ull * 1000 * 1000 * 1000;
   bool moe_block(const Layer& ly, int layer, int n);
-  bool combine(const float* weights, const int32_t* mask, int n);
+  // The router's choices and weights of n normed rows into groups.ids/weights.
+  bool route(const Layer& ly, int n, Src* xs);
   // The experts' passes; math: the layer's gated unit and biases (plain for
   // the peers, which run standard layers only).
   bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const Work& w,
@@ -285,6 +288,9 @@ struct CudaDecoder::Impl {
   bool gpu_experts(const Experts& ly, const MoeGroups& groups, int n_groups, Src& xs, int n, const ExpertMath& math);
   // The layer's combine of the per-slot outputs in ffn_down (mask: skip slots < 0; null: all).
   bool combine(const Layer& ly, const int32_t* mask, int n);
+  // x += down(glu(gate · xs, up · xs)) for xs.rows rows of width n_ff: the
+  // dense FFN and the shared expert.
+  bool glu_ffn(const DevMatrix& gate, const DevMatrix& up, const DevMatrix& down, const GluArgs& glu, Src& xs, int n_ff);
   bool dense_block(const Layer& ly, int n);
   bool enqueue_body(int n);
   bool enqueue_head(int first, int rows);

@@ -93,13 +93,14 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
     const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim_k;
     const int64_t n_exp = std::max(1, hp.n_expert);
     for (auto [v, len] : {std::pair{lw.bq, q_dim}, {lw.bk, kv_dim}, {lw.bv, kv_dim}, {lw.bo, int64_t{hp.n_embd}},
-                          {lw.attn_sinks, int64_t{hp.n_head}}, {lw.router_bias, n_exp},
+                          {lw.attn_sinks, int64_t{hp.n_head}}, {lw.router_bias, n_exp}, {lw.exp_probs_b, n_exp},
                           {lw.gate_exps_bias, n_exp * hp.n_ff_exp}, {lw.up_exps_bias, n_exp * hp.n_ff_exp},
                           {lw.down_exps_bias, n_exp * hp.n_embd}})
       plan_vector(L, v, len);
     for (auto [m, name] : {std::pair{&lw.wq, ".attn_q"}, {&lw.wk, ".attn_k"}, {&lw.wv, ".attn_v"},
                            {&lw.wo, ".attn_output"}, {&lw.router, ".ffn_gate_inp"}, {&lw.ffn_gate, ".ffn_gate"},
-                           {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}})
+                           {&lw.ffn_up, ".ffn_up"}, {&lw.ffn_down, ".ffn_down"}, {&lw.shexp_gate, ".ffn_gate_shexp"},
+                           {&lw.shexp_up, ".ffn_up_shexp"}, {&lw.shexp_down, ".ffn_down_shexp"}})
       if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str(), policy)) return false;
     for (auto [e, name] : {std::pair{&lw.gate_exps, ".ffn_gate_exps"}, {&lw.up_exps, ".ffn_up_exps"},
                            {&lw.down_exps, ".ffn_down_exps"}}) {
@@ -175,7 +176,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
 
   L.T = o.max_tokens;
   L.K = std::max(1, hp.n_expert_used);
-  L.n_ff_max = std::max(hp.n_ff, hp.n_ff_exp);
+  L.n_ff_max = std::max({hp.n_ff, hp.n_ff_exp, hp.n_ff_shexp});
   L.q_dim = hp.n_head * hp.head_dim_k;
   L.kv_dim = hp.n_head_kv * hp.head_dim_k;
   L.widest = static_cast<int>(align_up(static_cast<size_t>(std::max({hp.n_embd, L.q_dim, L.n_ff_max})), 32));
@@ -199,8 +200,8 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   f += 2 * T * hp.n_embd;                                 // x, xn
   f += T * L.q_dim + 2 * T * L.kv_dim + T * L.q_dim;      // q, k, v, attn
   f += T * std::max(1, hp.n_expert);                      // router logits
-  const size_t ffn = std::max(T * K * hp.n_ff_exp, T * static_cast<size_t>(hp.n_ff));
-  f += 3 * ffn;                                           // gate, up, h
+  L.ffn_floats = std::max({T * K * hp.n_ff_exp, T * static_cast<size_t>(hp.n_ff), T * static_cast<size_t>(hp.n_ff_shexp)});
+  f += 3 * L.ffn_floats;                                  // gate, up, h
   f += T * K * hp.n_embd;                                 // per-slot expert outputs
   f += static_cast<size_t>(L.logits_rows) * hp.n_vocab;   // logits
   f += T * std::max(2, hp.rope.n_rot);                    // rope cos/sin

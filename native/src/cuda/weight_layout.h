@@ -45,6 +45,7 @@ struct UploadPolicy {
 struct Layout {
   // scratch floats / bytes
   int T = 0, K = 1, n_ff_max = 0, q_dim = 0, kv_dim = 0, widest = 0, act_rows = 0, logits_rows = 0, max_tiles = 1;
+  size_t ffn_floats = 0;  // each of the gate, up and hidden buffers: T*K expert rows, T dense or shared-expert rows
   size_t weight_bytes = 0, kv_bytes = 0, scratch_bytes = 0, cache_bytes = 0, staging_bytes = 0;
   std::vector<Upload> uploads;
   int f16_uploads = 0;  // tensors that take the F16 fallback

@@ -47,11 +47,6 @@ std::string ModelRecipe::gpu_gap() const {
       const bool ffn = i == 4;
       if (ffn ? (s.kind != StepKind::RoutedExperts && s.kind != StepKind::DenseFfn) : s.kind != kStandard[i])
         return "a layer whose steps are not norm, attention, residual, norm, FFN, residual";
-      if (s.kind == StepKind::RoutedExperts) {
-        if (s.experts.gating == Gating::SigmoidTopk) return "sigmoid gating";
-        if (s.experts.shared_expert) return "shared experts";
-        if (s.experts.scale != 1.0f) return "scaled routing weights";
-      }
     }
   }
   return "";

@@ -42,7 +42,7 @@ struct RoutedExpertsStep {
   bool expert_bias = false;  // LayerWeights::gate/up/down_exps_bias
   bool choice_bias = false;  // LayerWeights::exp_probs_b (SigmoidTopk)
   bool renorm = false;       // SigmoidTopk: weights divided by their sum
-  float scale = 1.0f;        // the routing weights' factor (expert_weights_scale)
+  float scale = 1.0f;        // SigmoidTopk: the routing weights' factor (expert_weights_scale)
   bool shared_expert = false;  // + the shared expert (LayerWeights::shexp_*, SwiGLU) of the same input
   GluParams glu;
 };
