@@ -232,6 +232,46 @@ template <> struct Frag<kQ8_0> {
   }
 };
 
+// The levels of kMXFP4Values + 12 (0..24, non-negative for ints_half2), four per word.
+constexpr int8_t kMXFP4Offset = 12;
+constexpr uint32_t mxfp4_offset_word(int word) {
+  uint32_t w = 0;
+  for (int i = 0; i < 4; ++i)
+    w |= static_cast<uint32_t>(static_cast<uint8_t>(kMXFP4Values[4 * word + i] + kMXFP4Offset)) << (8 * i);
+  return w;
+}
+constexpr uint32_t kMXFP4Off0 = mxfp4_offset_word(0), kMXFP4Off1 = mxfp4_offset_word(1),
+                   kMXFP4Off2 = mxfp4_offset_word(2), kMXFP4Off3 = mxfp4_offset_word(3);
+
+template <> struct Frag<kMXFP4> {
+  static constexpr bool kDirect = true;
+  // The block's E8M0 scale (e8m0_half: the levels are E2M1 doubled).
+  __device__ static __forceinline__ uint2 scales(const uint8_t* b, int lr) {
+    return make_uint2(half2_of(e8m0_half(b[17 * lr])), 0u);
+  }
+  // One 17-byte block per run: element i < 16 is byte i's low nibble, 16 + i
+  // its high nibble, so pairs j and j + 2 come from the same two bytes.
+  // Blocks are 1-byte aligned: byte loads.
+  __device__ static __forceinline__ void pairs2(const uint8_t* b, int lr0, int t, uint2 s0, uint2 s1, uint32_t* p0,
+                                                uint32_t* p1) {
+#pragma unroll
+    for (int run = 0; run < 2; ++run) {
+      const uint8_t* q = b + 17 * (lr0 + run) + 1;
+      const __half2 sc = bits_half2(run == 0 ? s0.x : s1.x);
+      uint32_t* out = run == 0 ? p0 : p1;
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const uint32_t b0 = q[2 * t + 8 * jj], b1 = q[2 * t + 8 * jj + 1];
+        // Indices (lo0, lo1, hi0, hi1), one per byte, to offset levels.
+        const uint32_t idx = (b0 & 0xFu) | ((b1 & 0xFu) << 8) | ((b0 >> 4) << 16) | ((b1 >> 4) << 24);
+        const uint32_t lv = lut16(idx, kMXFP4Off0, kMXFP4Off1, kMXFP4Off2, kMXFP4Off3);
+        out[jj] = half2_bits(__hmul2(ints_half2(spread_bytes(lv), kMXFP4Offset), sc));
+        out[jj + 2] = half2_bits(__hmul2(ints_half2(spread_bytes(lv >> 16), kMXFP4Offset), sc));
+      }
+    }
+  }
+};
+
 // KernelSwitches::gemm_direct false sends every type through the tile path (for A/B runs).
 std::atomic<bool> g_direct_frags{true};
 bool direct_frags_enabled() { return g_direct_frags.load(std::memory_order_relaxed); }
