@@ -95,6 +95,17 @@ inline std::vector<float> read_f32(const std::string& path) {
     }                                                                            \
   } while (0)
 
+#define REQUIRE_MSG(cond, ...)                                                   \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      std::printf("  %s:%d: REQUIRE(%s) failed: ", __FILE__, __LINE__, #cond);   \
+      std::printf(__VA_ARGS__);                                                  \
+      std::printf("\n");                                                         \
+      ++check::failures_in_case();                                               \
+      return;                                                                    \
+    }                                                                            \
+  } while (0)
+
 #define SKIP_TEST(why) check::skip_all(why)
 
 int main(int argc, char** argv) {

@@ -126,6 +126,22 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
 }
 
 
+// The fixture model on the CPU runtime (null, said why, when missing or failing).
+std::unique_ptr<GuildModel> load_cpu_model(const std::string& fx, const char* name) {
+  const std::string path = fx + "/models/" + name + ".gguf";
+  if (!fs::exists(path)) {
+    std::printf("  %s fixture not found: nothing checked\n", name);
+    return nullptr;
+  }
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.gpu = "cpu";
+  std::string err;
+  auto model = GuildModel::load(path, opt, &err);
+  CHECK_MSG(model != nullptr, "%s: %s", name, err.c_str());
+  return model;
+}
+
 }  // namespace
 
 // Step parameters that name tensors the weights lack never run: create
@@ -134,17 +150,9 @@ bool load_pair(const std::string& fx, const std::string& name, int n_ctx, Pair* 
 TEST(steps_without_their_tensors_are_refused) {
   const std::string fx = check::fixtures_dir();
   need_gpu();
-  const std::string path = fx + "/models/qwen3moe-a-Q8_0.gguf";
-  if (!fs::exists(path)) {
-    std::printf("  qwen3moe-a-Q8_0 fixture not found: nothing checked\n");
-    return;
-  }
-  LoadOptions opt;
-  opt.n_threads = 2;
-  opt.gpu = "cpu";
+  auto model = load_cpu_model(fx, "qwen3moe-a-Q8_0");
+  if (!model) return;
   std::string err;
-  auto model = GuildModel::load(path, opt, &err);
-  REQUIRE(model);
   const std::vector<ExecutorLayer> good = model->recipe().executor_layers();
   REQUIRE(good.size() == 2 && good[0].moe);
   struct Case {
@@ -465,6 +473,84 @@ TEST(sliding_windows_and_sinks_match_cpu_past_the_window) {
     ++compared;
   }
   if (compared == 0) std::printf("  no gptoss-a fixture: nothing compared\n");
+}
+
+// glm4moe's MTP block on the device (DecoderOptions::nextn) against
+// llama.cpp's MTP head on the chat prompt (mtp-chat.exact): the trunk's
+// forward leaves its h rows on the device; row i runs (token i, h_{i-1}) at
+// position i one step at a time, as the drafter does; the head's argmax and
+// top-1 probability come back. Then drafting from the step row, and a feed.
+TEST(mtp_block_on_the_gpu_matches_llama_cpp) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  const std::string base = fx + "/expected/glm4moe-a-F32/mtp-chat.exact.";
+  if (!fs::exists(base + "logits.f32")) {
+    std::printf("  glm4moe-a-F32's mtp-chat.exact fixture not found: nothing checked\n");
+    return;
+  }
+  auto model = load_cpu_model(fx, "glm4moe-a-F32");
+  if (!model) return;
+  std::string err;
+  const ModelHparams& hp = model->hparams();
+  gc::CudaDecoderOptions go;
+  go.n_ctx = 64;
+  go.max_tokens = 32;
+  go.layers = model->recipe().executor_layers();
+  go.nextn = model->recipe().executor_nextn(&go.nextn_layer);
+  REQUIRE(go.nextn);
+  auto dec = gc::CudaDecoder::create(hp, model->weights(), go, &err);
+  REQUIRE_MSG(dec != nullptr, "%s", err.c_str());
+  CHECK(dec->has_nextn());
+  const json::Value meta = load_json(base + "json");
+  const std::vector<int32_t> ids = ids_of(meta["token_ids"]);
+  const int n = static_cast<int>(ids.size()), n_vocab = hp.n_vocab;
+  const std::vector<float> want = check::read_f32(base + "logits.f32");
+  REQUIRE(want.size() == static_cast<size_t>(n) * n_vocab);
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  REQUIRE_MSG(dec->forward(ids.data(), n, 0, logits.data(), false, &err), "%s", err.c_str());
+  int same = 0, clear = 0, clear_same = 0;
+  float worst_p = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    // h table row i is h_{i-1} (row 0 the held h: zeros for position 0).
+    REQUIRE_MSG(dec->nextn_hold(i == 0 ? -1 : i, &err), "%s", err.c_str());
+    int32_t top1 = -1;
+    float p = -1.0f;
+    REQUIRE_MSG(dec->nextn_step(ids[i], false, i, &top1, &p, &err), "%s", err.c_str());
+    const float* w = want.data() + static_cast<size_t>(i) * n_vocab;
+    const int32_t ref = argmax(w, n_vocab);
+    double sum = 0.0;
+    for (int v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(w[v]) - w[ref]);
+    worst_p = std::max(worst_p, std::fabs(p - static_cast<float>(1.0 / sum)));
+    same += top1 == ref;
+    if (margin(w, n_vocab) >= 0.05f) {
+      ++clear;
+      clear_same += top1 == ref;
+    }
+  }
+  std::printf("  glm4moe-a-F32 MTP block on the GPU: argmax %d/%d (%d/%d where llama.cpp's margin >= 0.05), "
+              "top-1 probability max |d| %.2g\n", same, n, clear_same, clear, worst_p);
+  CHECK(clear_same == clear && clear >= n / 2);
+  CHECK_MSG(worst_p <= 0.01f, "top-1 probability off by %.3g", worst_p);
+  // Drafting on from the step row: a valid token and probability each step.
+  int32_t t = ids[n - 1];
+  for (int k = 0; k < 3; ++k) {
+    float p = -1.0f;
+    REQUIRE_MSG(dec->nextn_step(t, true, n - 1 + k, &t, &p, &err), "%s", err.c_str());
+    CHECK(t >= 0 && t < n_vocab && p > 0.0f && p <= 1.0f);
+  }
+  // A feed of the whole prompt (rows from h table row 0 on) equals the steps' rows:
+  // the last row's step after it gives the same top-1 as before.
+  REQUIRE(dec->forward(ids.data(), n, 0, logits.data(), false, &err));
+  REQUIRE(dec->nextn_hold(-1, &err));
+  REQUIRE_MSG(dec->nextn_feed(ids.data(), 0, n - 1, 0, &err), "%s", err.c_str());
+  REQUIRE(dec->nextn_hold(n - 1, &err));
+  int32_t last_top1 = -1;
+  float last_p = 0.0f;
+  REQUIRE(dec->nextn_step(ids[n - 1], false, n - 1, &last_top1, &last_p, &err));
+  CHECK(last_top1 == argmax(want.data() + static_cast<size_t>(n - 1) * n_vocab, n_vocab));
+  // Bad rows are refused in one line; no block: refused too.
+  CHECK(!dec->nextn_feed(ids.data(), 30, 5, 0, &err) && err.find("h rows") != std::string::npos);
+  CHECK(!dec->nextn_step(n_vocab, false, 0, &last_top1, &last_p, &err) && err.find("out of range") != std::string::npos);
 }
 
 // Bad arguments are refused with a message; the decoder stays usable.

@@ -426,3 +426,88 @@ TEST(ram_tier_pinned_copy_and_staging_ring_stream_the_same_bytes) {
   }
 }
 
+
+// glm4moe's MTP drafter on the GPU in every placement (all on the GPU, a
+// budget that caches part of the experts, every expert on the CPU; the MTP
+// block itself is resident): greedy output with drafts equals greedy
+// without, drafts are proposed and accepted, and the windows follow
+// llama.cpp's draft-mtp run (mtp-speculative.json, 3 drafts per window);
+// across two sessions taking turns on the device (the drafter re-fed with
+// the history the trunk re-runs).
+TEST(mtp_drafter_on_the_gpu_in_every_placement) {
+  const std::string fx = check::fixtures_dir();
+  need_gpu();
+  const std::string name = "glm4moe-a-F32";
+  Trio t;
+  if (!load_trio(fx, name, &t)) {
+    std::printf("  %s fixture not found: nothing checked\n", name.c_str());
+    return;
+  }
+  const json::Value spec = load_json(fx + "/expected/" + name + "/mtp-speculative.json");
+  const auto& prompts = spec["prompts"].as_array();
+  REQUIRE(!prompts.empty());
+  auto run = [](GuildSession& s, const std::vector<int32_t>& prompt, int n, DraftMode mode, std::vector<int>* accepted) {
+    GenerateRequest req;
+    req.prompt = prompt;
+    req.max_new_tokens = n;
+    req.sampling.temperature = 0.0f;
+    req.ignore_eog = true;
+    req.speculative.mode = mode;
+    req.speculative.max_window = 4;
+    req.speculative.by_cost = false;  // llama.cpp's rule: draft while confident (the fixture's run)
+    if (accepted) req.on_window = [accepted](std::span<const int32_t>, int a) { accepted->push_back(a); };
+    return s.generate(req);
+  };
+  for (auto [label, m] : {std::pair{"all-GPU", t.all_gpu.get()}, {"hybrid", t.hybrid.get()},
+                          {"experts on CPU", t.experts_cpu.get()}}) {
+    REQUIRE(m->gpu() && m->gpu()->decoder().has_nextn());
+    size_t windows = 0, same_windows = 0;
+    for (const auto& p : prompts) {
+      const std::vector<int32_t> prompt = ids_of(p["prompt_ids"]);
+      const int n = static_cast<int>(p["generated_ids"].as_array().size());
+      std::string err;
+      auto s = GuildSession::create(*m, 512, &err);
+      REQUIRE_MSG(s, "%s", err.c_str());
+      std::vector<int> accepted;
+      const GenerateResult with = run(*s, prompt, n, DraftMode::Mtp, &accepted);
+      auto plain_s = GuildSession::create(*m, 512, &err);
+      REQUIRE(plain_s);
+      const GenerateResult without = run(*plain_s, prompt, n, DraftMode::None, nullptr);
+      CHECK_MSG(with.stop == StopReason::Length && with.error.empty(), "%s: %s", label, with.error.c_str());
+      CHECK_MSG(with.tokens == without.tokens, "%s/%s: greedy with MTP drafts differs from greedy without", label,
+                p["name"].as_string().c_str());
+      CHECK(with.drafter == "mtp" && with.n_drafted > 0);
+      const auto& theirs = p["verify_steps"].as_array();
+      for (size_t i = 0; i < accepted.size() && i < theirs.size(); ++i) {
+        ++windows;
+        same_windows += theirs[i]["n_accepted"].as_int() == accepted[i];
+      }
+      std::printf("  %s %s/%s: %zu tokens, windows %d, drafted %d accepted %d (llama.cpp %lld / %lld)\n", name.c_str(),
+                  label, p["name"].as_string().c_str(), with.tokens.size(), with.n_windows, with.n_drafted,
+                  with.n_accepted, static_cast<long long>(p["n_drafted"].as_int()),
+                  static_cast<long long>(p["n_accept"].as_int()));
+    }
+    std::printf("  %s %s: %zu/%zu windows accept as many drafts as llama.cpp's\n", name.c_str(), label, same_windows,
+                windows);
+    CHECK_MSG(same_windows * 10 >= windows * 8, "%s: %zu/%zu windows as llama.cpp's", label, same_windows, windows);
+  }
+  // Two sessions take turns on one device: a drafts, b takes the device KV
+  // (and the MTP block's), a continues: the drafter is re-fed and the output
+  // equals a fresh session's.
+  GuildModel& m = *t.all_gpu;
+  const std::vector<int32_t> p0 = ids_of(prompts[0]["prompt_ids"]);
+  const std::vector<int32_t> p1 = ids_of(prompts[prompts.size() > 1 ? 1 : 0]["prompt_ids"]);
+  std::string err;
+  auto a = GuildSession::create(m, 512, &err), b = GuildSession::create(m, 512, &err);
+  REQUIRE(a && b);
+  const GenerateResult ra = run(*a, p0, 6, DraftMode::Mtp, nullptr);
+  run(*b, p1, 8, DraftMode::Mtp, nullptr);
+  std::vector<int32_t> cont(p0);
+  cont.insert(cont.end(), ra.tokens.begin(), ra.tokens.end());
+  const GenerateResult ra2 = run(*a, cont, 10, DraftMode::Mtp, nullptr);
+  auto fresh = GuildSession::create(m, 512, &err);
+  REQUIRE(fresh);
+  const GenerateResult rf = run(*fresh, cont, 10, DraftMode::None, nullptr);
+  CHECK(ra2.tokens == rf.tokens);
+  CHECK(ra2.n_drafted > 0);
+}

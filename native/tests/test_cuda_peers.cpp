@@ -34,13 +34,6 @@ using cuda_test::load_json;
 using cuda_test::margin;
 using cuda_test::need_gpu;
 
-// CHECK_MSG, then stop the test when it failed.
-#define REQUIRE_MSG(cond, ...)   \
-  do {                           \
-    CHECK_MSG(cond, __VA_ARGS__); \
-    REQUIRE(cond);               \
-  } while (0)
-
 namespace {
 
 const char* kModels[] = {"qwen3moe-a-F32", "qwen3moe-a-Q8_0", "mixtral-a-Q4_K_M"};

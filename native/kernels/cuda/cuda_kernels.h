@@ -249,6 +249,10 @@ cudaError_t moe_combine_biased(const float* y, const float* weights, const float
 // p_e = sigmoid(logit_e); the k largest p_e + choice_bias[e] (bias may be
 // null; ties to the lower id) in that order, weighted by their p_e, divided
 // by the k's sum when renorm, times scale.
+// out[r] = concat(a[r], b[r]) for rows of n floats each (out rows of 2n).
+cudaError_t concat_rows(const float* a, const float* b, int rows, int n, float* out, cudaStream_t s);
+// *p = 1 / sum_i exp(x[i] - max x): the softmax probability of the largest of n logits (NaN skipped).
+cudaError_t top1_probability(const float* x, int n, float* p, cudaStream_t s);
 cudaError_t moe_route_sigmoid(const float* logits, int n_tokens, int n_expert, int k, const float* choice_bias,
                               bool renorm, float scale, int32_t* ids, float* weights, cudaStream_t s);
 

@@ -130,7 +130,62 @@ __global__ void moe_route_sigmoid_kernel(const float* __restrict__ logits, int n
   }
 }
 
+__global__ void concat_rows_kernel(const float* __restrict__ a, const float* __restrict__ b, int n, float* __restrict__ out) {
+  pdl_begin();
+  const int r = blockIdx.y;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 2 * n) return;
+  const int64_t src = static_cast<int64_t>(r) * n + (i < n ? i : i - n);
+  out[static_cast<int64_t>(r) * 2 * n + i] = i < n ? a[src] : b[src];
+}
+
+constexpr int kTop1Threads = 1024;
+
+// One block: the maximum, then the sum of exp(x - max) in a fixed order.
+__global__ void __launch_bounds__(kTop1Threads) top1_probability_kernel(const float* __restrict__ x, int n, float* p) {
+  pdl_begin();
+  __shared__ float red[kTop1Threads / 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float mx = -INFINITY;
+  for (int i = tid; i < n; i += kTop1Threads) {
+    const float v = x[i];
+    if (v == v) mx = fmaxf(mx, v);
+  }
+  mx = warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+  for (int i = 1; i < kTop1Threads / 32; ++i) mx = fmaxf(mx, red[i]);
+  __syncthreads();
+  float sum = 0.0f;
+  for (int i = tid; i < n; i += kTop1Threads) {
+    const float v = x[i];
+    if (v == v) sum += expf(v - mx);
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  if (tid == 0) {
+    float total = 0.0f;
+    for (int i = 0; i < kTop1Threads / 32; ++i) total += red[i];
+    *p = total > 0.0f && mx > -INFINITY && mx < INFINITY ? 1.0f / total : 0.0f;
+  }
+}
+
 }  // namespace
+
+cudaError_t concat_rows(const float* a, const float* b, int rows, int n, float* out, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!a || !b || !out || rows < 0 || rows > 65535 || n < 1, cudaErrorInvalidValue);
+  if (rows == 0) return cudaSuccess;
+  launch_pdl(concat_rows_kernel, dim3(ceil_div(2 * n, 256), rows), dim3(256), 0, s, a, b, n, out);
+  return launch_status();
+}
+
+cudaError_t top1_probability(const float* x, int n, float* p, cudaStream_t s) {
+  GUILD_CUDA_RETURN_IF(!x || !p || n < 1, cudaErrorInvalidValue);
+  launch_pdl(top1_probability_kernel, dim3(1), dim3(kTop1Threads), 0, s, x, n, p);
+  return launch_status();
+}
 
 cudaError_t moe_route_sigmoid(const float* logits, int n_tokens, int n_expert, int k, const float* choice_bias,
                               bool renorm, float scale, int32_t* ids, float* weights, cudaStream_t s) {

@@ -103,9 +103,12 @@ bool check_layer_steps(const ModelHparams& hp, const ModelWeights& w, const Cuda
              std::to_string(w.layers.size()) + " layers";
     return false;
   }
-  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    const ExecutorLayer s = layer_steps(hp, w, o, l);
+  const int n_checked = static_cast<int>(w.layers.size()) + (o.nextn && !w.nextn.empty() ? 1 : 0);
+  for (int l = 0; l < n_checked; ++l) {
+    // The trunk's layers, then the MTP block (its steps: o.nextn_layer).
+    const bool mtp = l == static_cast<int>(w.layers.size());
+    const LayerWeights& lw = mtp ? w.nextn[0].block : w.layers[static_cast<size_t>(l)];
+    const ExecutorLayer s = mtp ? o.nextn_layer : layer_steps(hp, w, o, l);
     const AttentionStep& a = s.attention;
     const RoutedExpertsStep& e = s.experts;
     const char* gap = nullptr;
@@ -163,6 +166,108 @@ int CudaDecoder::resume_point(int n_reuse) const {
     if (ly.kv_ring > 0 && n_reuse > 0 && n_reuse - ly.steps.attention.sliding_window + 1 < I.kv_high - ly.kv_ring)
       return 0;
   return n_reuse;
+}
+
+// Layer kv_slot's device form (the trunk's layers, then the MTP block at
+// n_layer): weights, step tensors, expert cache or resident stacks, KV.
+bool CudaDecoder::Impl::build_layer(const LayerWeights& lw, int kv_slot, const ExecutorLayer& steps, Layer* out,
+                                    std::string* error) {
+  Impl& I = *this;
+  const ModelHparams& hp = I.hp;
+  const CudaDecoderOptions& options = I.opt;
+  const Layout& L = I.L;
+  Layer& ly = *out;
+  ly.attn_norm = I.dev_vector(lw.attn_norm);
+  ly.q_norm = I.dev_vector(lw.q_norm);
+  ly.k_norm = I.dev_vector(lw.k_norm);
+  ly.ffn_norm = I.dev_vector(lw.ffn_norm);
+  ly.wq = I.dev_matrix(lw.wq, 1);
+  ly.wk = I.dev_matrix(lw.wk, 1);
+  ly.wv = I.dev_matrix(lw.wv, 1);
+  ly.wo = I.dev_matrix(lw.wo, 1);
+  ly.moe = lw.is_moe();
+  ly.steps = steps;
+  const AttentionStep& as = ly.steps.attention;
+  if (as.qkv_bias) {
+    ly.bq = I.dev_vector(lw.bq);
+    ly.bk = I.dev_vector(lw.bk);
+    ly.bv = I.dev_vector(lw.bv);
+  }
+  if (as.out_bias) ly.bo = I.dev_vector(lw.bo);
+  if (as.sinks) ly.sinks = I.dev_vector(lw.attn_sinks);
+  const RoutedExpertsStep& es = ly.steps.experts;
+  if (ly.moe) {
+    if (es.router_bias) ly.router_bias = I.dev_vector(lw.router_bias);
+    if (es.choice_bias) ly.choice_bias = I.dev_vector(lw.exp_probs_b);
+    if (es.shared_expert) {
+      ly.shexp_gate = I.dev_matrix(lw.shexp_gate, 1);
+      ly.shexp_up = I.dev_matrix(lw.shexp_up, 1);
+      ly.shexp_down = I.dev_matrix(lw.shexp_down, 1);
+    }
+    ly.math.glu = glu_args(es.glu);
+    if (es.expert_bias) {
+      ly.math.gate_bias = I.dev_vector(lw.gate_exps_bias);
+      ly.math.up_bias = I.dev_vector(lw.up_exps_bias);
+      ly.math.down_bias = I.dev_vector(lw.down_exps_bias);
+    }
+  } else {
+    ly.dense_glu = glu_args(ly.steps.dense_glu);
+  }
+  ly.resident = !ly.moe || !L.hybrid || kv_slot >= hp.n_layer;
+  if (ly.moe && !ly.resident) {
+    const Layout::Cache& c = L.caches[kv_slot];
+    ly.router = I.dev_matrix(lw.router, 1);
+    auto cache_matrix = [&](const QMatrix& m, size_t off, size_t stride) {
+      DevMatrix d;
+      d.data = I.cache_mem ? I.cache_mem + off : nullptr;
+      d.type = m.type;
+      d.n_in = m.n_in;
+      d.n_out = m.n_out;
+      d.row_stride = stride;
+      d.expert_stride = stride * static_cast<size_t>(m.n_out);
+      d.n_expert = std::max(1, c.slots);
+      return d;
+    };
+    ly.gate_exps = cache_matrix(lw.gate_exps.first, c.gate_off, c.gate_stride);
+    ly.up_exps = cache_matrix(lw.up_exps.first, c.up_off, c.up_stride);
+    ly.down_exps = cache_matrix(lw.down_exps.first, c.down_off, c.down_stride);
+    if (I.staging_mem) {
+      size_t off = 0;
+      for (auto [dst, src] : {std::pair{&ly.staged.gate, &ly.gate_exps}, {&ly.staged.up, &ly.up_exps},
+                              {&ly.staged.down, &ly.down_exps}}) {
+        off = align_up(off, 256);
+        *dst = *src;
+        dst->data = I.staging_mem + off;
+        dst->n_expert = hp.n_expert;
+        off += static_cast<size_t>(hp.n_expert) * src->expert_stride;
+      }
+    }
+    ly.host_gate = lw.gate_exps;
+    ly.host_up = lw.up_exps;
+    ly.host_down = lw.down_exps;
+    ly.cache_slots = c.slots;
+    ly.cpu_part = c.slots < hp.n_expert;
+    ly.slot_of.assign(hp.n_expert, -1);
+    ly.cached.assign(c.slots, -1);
+  } else if (ly.moe) {
+    ly.router = I.dev_matrix(lw.router, 1);
+    ly.gate_exps = I.dev_matrix(lw.gate_exps.first, lw.gate_exps.n_expert);
+    ly.up_exps = I.dev_matrix(lw.up_exps.first, lw.up_exps.n_expert);
+    ly.down_exps = I.dev_matrix(lw.down_exps.first, lw.down_exps.n_expert);
+  } else {
+    ly.ffn_gate = I.dev_matrix(lw.ffn_gate, 1);
+    ly.ffn_up = I.dev_matrix(lw.ffn_up, 1);
+    ly.ffn_down = I.dev_matrix(lw.ffn_down, 1);
+    if (!ly.ffn_gate.data || !ly.ffn_up.data || !ly.ffn_down.data) {
+      *error = "CUDA decoder: layer " + std::to_string(kv_slot) + " has no FFN";
+      return false;
+    }
+  }
+  uint16_t* kv = reinterpret_cast<uint16_t*>(I.kv_mem) + L.kv_offset[kv_slot];
+  ly.k_cache = kv;
+  ly.v_cache = kv + static_cast<size_t>(L.kv_rows[kv_slot]) * L.kv_dim;
+  ly.kv_ring = L.kv_rows[kv_slot] < options.n_ctx ? L.kv_rows[kv_slot] : 0;
+  return true;
 }
 
 CudaDecoder::CudaDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -241,7 +346,7 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
   if ((e = cudaMalloc(reinterpret_cast<void**>(&I.scratch_mem), L.scratch_bytes)) != cudaSuccess) return bail("cudaMalloc (scratch)", e);
   if ((e = cudaMemset(I.scratch_mem, 0, L.scratch_bytes)) != cudaSuccess) return bail("cudaMemset (scratch)", e);
   const size_t T = L.T;
-  if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_pinned), (2 * T + 2) * sizeof(int32_t))) != cudaSuccess) return bail("cudaMallocHost", e);
+  if ((e = cudaMallocHost(reinterpret_cast<void**>(&I.h_pinned), (2 * T + 4) * sizeof(int32_t))) != cudaSuccess) return bail("cudaMallocHost", e);
   I.mem = CudaDecoderMemory{L.weight_bytes, L.cache_bytes, L.staging_bytes, L.kv_bytes, L.scratch_bytes};
   if (L.hybrid) {
     if (L.cache_bytes > 0 && (e = cudaMalloc(reinterpret_cast<void**>(&I.cache_mem), L.cache_bytes)) != cudaSuccess)
@@ -289,98 +394,20 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
   I.output = I.dev_matrix(w.output, 1);
   I.output_norm = I.dev_vector(w.output_norm);
   for (int l = 0; l < hp.n_layer; ++l) {
-    const LayerWeights& lw = w.layers[l];
     Impl::Layer ly;
-    ly.attn_norm = I.dev_vector(lw.attn_norm);
-    ly.q_norm = I.dev_vector(lw.q_norm);
-    ly.k_norm = I.dev_vector(lw.k_norm);
-    ly.ffn_norm = I.dev_vector(lw.ffn_norm);
-    ly.wq = I.dev_matrix(lw.wq, 1);
-    ly.wk = I.dev_matrix(lw.wk, 1);
-    ly.wv = I.dev_matrix(lw.wv, 1);
-    ly.wo = I.dev_matrix(lw.wo, 1);
-    ly.moe = lw.is_moe();
-    ly.steps = layer_steps(hp, w, options, l);
-    const AttentionStep& as = ly.steps.attention;
-    if (as.qkv_bias) {
-      ly.bq = I.dev_vector(lw.bq);
-      ly.bk = I.dev_vector(lw.bk);
-      ly.bv = I.dev_vector(lw.bv);
-    }
-    if (as.out_bias) ly.bo = I.dev_vector(lw.bo);
-    if (as.sinks) ly.sinks = I.dev_vector(lw.attn_sinks);
-    const RoutedExpertsStep& es = ly.steps.experts;
-    if (ly.moe) {
-      if (es.router_bias) ly.router_bias = I.dev_vector(lw.router_bias);
-      if (es.choice_bias) ly.choice_bias = I.dev_vector(lw.exp_probs_b);
-      if (es.shared_expert) {
-        ly.shexp_gate = I.dev_matrix(lw.shexp_gate, 1);
-        ly.shexp_up = I.dev_matrix(lw.shexp_up, 1);
-        ly.shexp_down = I.dev_matrix(lw.shexp_down, 1);
-      }
-      ly.math.glu = glu_args(es.glu);
-      if (es.expert_bias) {
-        ly.math.gate_bias = I.dev_vector(lw.gate_exps_bias);
-        ly.math.up_bias = I.dev_vector(lw.up_exps_bias);
-        ly.math.down_bias = I.dev_vector(lw.down_exps_bias);
-      }
-    } else {
-      ly.dense_glu = glu_args(ly.steps.dense_glu);
-    }
-    if (ly.moe && L.hybrid) {
-      const Layout::Cache& c = L.caches[l];
-      ly.router = I.dev_matrix(lw.router, 1);
-      auto cache_matrix = [&](const QMatrix& m, size_t off, size_t stride) {
-        DevMatrix d;
-        d.data = I.cache_mem ? I.cache_mem + off : nullptr;
-        d.type = m.type;
-        d.n_in = m.n_in;
-        d.n_out = m.n_out;
-        d.row_stride = stride;
-        d.expert_stride = stride * static_cast<size_t>(m.n_out);
-        d.n_expert = std::max(1, c.slots);
-        return d;
-      };
-      ly.gate_exps = cache_matrix(lw.gate_exps.first, c.gate_off, c.gate_stride);
-      ly.up_exps = cache_matrix(lw.up_exps.first, c.up_off, c.up_stride);
-      ly.down_exps = cache_matrix(lw.down_exps.first, c.down_off, c.down_stride);
-      if (I.staging_mem) {
-        size_t off = 0;
-        for (auto [dst, src] : {std::pair{&ly.staged.gate, &ly.gate_exps}, {&ly.staged.up, &ly.up_exps},
-                                {&ly.staged.down, &ly.down_exps}}) {
-          off = align_up(off, 256);
-          *dst = *src;
-          dst->data = I.staging_mem + off;
-          dst->n_expert = hp.n_expert;
-          off += static_cast<size_t>(hp.n_expert) * src->expert_stride;
-        }
-      }
-      ly.host_gate = lw.gate_exps;
-      ly.host_up = lw.up_exps;
-      ly.host_down = lw.down_exps;
-      ly.cache_slots = c.slots;
-      ly.cpu_part = c.slots < hp.n_expert;
-      ly.slot_of.assign(hp.n_expert, -1);
-      ly.cached.assign(c.slots, -1);
-    } else if (ly.moe) {
-      ly.router = I.dev_matrix(lw.router, 1);
-      ly.gate_exps = I.dev_matrix(lw.gate_exps.first, lw.gate_exps.n_expert);
-      ly.up_exps = I.dev_matrix(lw.up_exps.first, lw.up_exps.n_expert);
-      ly.down_exps = I.dev_matrix(lw.down_exps.first, lw.down_exps.n_expert);
-    } else {
-      ly.ffn_gate = I.dev_matrix(lw.ffn_gate, 1);
-      ly.ffn_up = I.dev_matrix(lw.ffn_up, 1);
-      ly.ffn_down = I.dev_matrix(lw.ffn_down, 1);
-      if (!ly.ffn_gate.data || !ly.ffn_up.data || !ly.ffn_down.data) {
-        *error = "CUDA decoder: layer " + std::to_string(l) + " has no FFN";
-        return nullptr;
-      }
-    }
-    uint16_t* kv = reinterpret_cast<uint16_t*>(I.kv_mem) + L.kv_offset[l];
-    ly.k_cache = kv;
-    ly.v_cache = kv + static_cast<size_t>(L.kv_rows[l]) * L.kv_dim;
-    ly.kv_ring = L.kv_rows[l] < options.n_ctx ? L.kv_rows[l] : 0;
+    if (!I.build_layer(w.layers[l], l, layer_steps(hp, w, options, l), &ly, error)) return nullptr;
     I.layers.push_back(ly);
+  }
+  if (options.nextn) {
+    const NextnWeights& m = w.nextn[0];
+    if (!I.build_layer(m.block, hp.n_layer, options.nextn_layer, &I.nextn.block, error)) return nullptr;
+    I.nextn.eh_proj = I.dev_matrix(m.eh_proj, 1);
+    I.nextn.embed = I.dev_matrix(m.embed, 1);
+    I.nextn.head = I.dev_matrix(m.head, 1);
+    I.nextn.enorm = I.dev_vector(m.enorm);
+    I.nextn.hnorm = I.dev_vector(m.hnorm);
+    I.nextn.shared_head_norm = I.dev_vector(m.shared_head_norm);
+    I.nextn.on = true;
   }
   I.rope.n_rot = hp.rope.n_rot;
   I.rope.neox = hp.rope.style == RopeStyle::Neox;
@@ -409,6 +436,12 @@ std::unique_ptr<CudaDecoder> CudaDecoder::create_with_f16_upload(const ModelHpar
   I.logits = a.take<float>(static_cast<size_t>(L.logits_rows) * hp.n_vocab);
   I.rope_cs = a.take<float>(T * std::max(2, hp.rope.n_rot));
   I.attn_work = a.take<float>(attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, options.n_ctx));  // zero (scratch): its counters
+  if (options.nextn) {
+    I.nextn.h_table = a.take<float>((T + 1) * hp.n_embd);
+    I.nextn.h_step = a.take<float>(hp.n_embd);
+    I.nextn.cat = a.take<float>(2 * T * hp.n_embd);
+    I.nextn.p_top1 = a.take<float>(1);
+  }
   I.graph_execs.assign(static_cast<size_t>(I.decode_range_of(options.n_ctx - 1)) + 1, nullptr);
   I.act_q8.qs = a.take<int8_t>(static_cast<size_t>(L.act_rows) * L.widest);
   I.act_q8.qs_stride = L.widest;

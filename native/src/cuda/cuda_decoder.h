@@ -117,6 +117,10 @@ class CudaDecoder final : public gpu::Decoder {
   int n_ctx() const override;
   int max_tokens() const override;
   const CudaDecoderMemory& memory() const override;
+  bool has_nextn() const override;
+  bool nextn_feed(const int32_t* tokens, int h_row, int n, int pos0, std::string* error) override;
+  bool nextn_hold(int row, std::string* error) override;
+  bool nextn_step(int32_t token, bool from_step, int pos, int32_t* top1, float* p_top1, std::string* error) override;
   cudaStream_t stream() const;
 
   struct Impl;

@@ -205,7 +205,7 @@ bool CudaDecoder::Impl::moe_block(const Layer& ly, int layer, int n) {
     xs.q8 = xs.f16 = false;
     return glu_ffn(ly.shexp_gate, ly.shexp_up, ly.shexp_down, GluArgs{}, xs, hp.n_ff_shexp);
   };
-  if (!L.hybrid) {
+  if (ly.resident) {
     if (n == 1)
       return token_experts(Experts{ly.gate_exps, ly.up_exps, ly.down_exps}, groups.ids, xs, main_work(), ly.math) &&
              shared();
@@ -442,7 +442,10 @@ bool CudaDecoder::Impl::enqueue_body(int n) {
     if (!attention_block(ly, n)) return false;
     if (ly.moe ? !moe_block(ly, static_cast<int>(l), n) : !dense_block(ly, n)) return false;
   }
-  return true;
+  if (!nextn.on) return true;
+  // The MTP block's h rows: output_norm of every row (the head norms its own rows again).
+  e = rms_norm(x, nullptr, output_norm, hp.rms_eps, n, hp.n_embd, nextn.h_table + hp.n_embd, nullptr, nullptr, 0, stream);
+  return e == cudaSuccess || fail("rms_norm (h rows)", e);
 }
 
 // Final norm, lm_head and argmax for rows [first, first + rows) (rows <= logits_rows).

@@ -74,6 +74,9 @@ struct CudaDecoder::Impl {
     // The recipe's parameters of this layer's attention and FFN steps, and
     // the tensors they name (device copies; null when the step has none).
     ExecutorLayer steps;
+    // Experts uploaded whole (all-GPU placements, and the MTP block in any):
+    // the routed-experts step runs without the hybrid machinery.
+    bool resident = true;
     const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
     const float* sinks = nullptr;
     const float* router_bias = nullptr;
@@ -109,6 +112,19 @@ struct CudaDecoder::Impl {
     std::vector<int32_t> cached;   // [cache_slots] expert per slot, -1 empty
   };
   std::vector<Layer> layers;
+
+  // ---- the MTP block (options.nextn; Decoder::nextn_*) ----
+  struct Nextn {
+    bool on = false;
+    Layer block;  // KV after the trunk's (slot n_layer)
+    DevMatrix eh_proj, embed, head;
+    const float *enorm = nullptr, *hnorm = nullptr, *shared_head_norm = nullptr;
+    float* h_table = nullptr;  // [1 + T][n_embd]: row 0 held, rows 1.. the last forward's h rows
+    float* h_step = nullptr;   // [n_embd] the last step's block output (after shared_head_norm)
+    float* cat = nullptr;      // [T][2 n_embd] concat(enorm(e), hnorm(h)): eh_proj's input
+    float* p_top1 = nullptr;   // [1] the last step's top-1 probability
+  };
+  Nextn nextn;
 
   // ---- peers (docs/CUDA.md, "Several GPUs") ----
   struct PeerLayer {
@@ -215,6 +231,7 @@ struct CudaDecoder::Impl {
 
   // ---- lifetime and weight views (cuda_decoder.cpp) ----
   ~Impl();
+  bool build_layer(const LayerWeights& lw, int kv_slot, const ExecutorLayer& steps, Layer* out, std::string* error);
   DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const;
   const float* dev_vector(const float* v) const;
 
@@ -293,6 +310,10 @@ struct CudaDecoder::Impl {
   bool glu_ffn(const DevMatrix& gate, const DevMatrix& up, const DevMatrix& down, const GluArgs& glu, Src& xs, int n_ff);
   bool dense_block(const Layer& ly, int n);
   bool enqueue_body(int n);
+  // The MTP block over n rows (tokens in d_tokens, position in d_pos0), row i
+  // reading h row h_src + i * n_embd; with a head: its output row into
+  // h_step, its logits' argmax and top-1 probability (n == 1).
+  bool enqueue_nextn(const float* h_src, int n, bool head);
   bool enqueue_head(int first, int rows);
 
   // ---- decode graphs (decode_graphs.cpp; the ranges inline: attention reads them per layer) ----

@@ -82,9 +82,9 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
       !plan_matrix(L, w.output, 1, 0, error, "output", policy) ||
       !plan_vector(L, w.output_norm, hp.n_embd))
     return false;
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& lw = w.layers[l];
-    const std::string n = "blk." + std::to_string(l);
+  // A layer's tensors; its expert stacks resident (uploaded whole) unless the
+  // placement is hybrid and the layer is a trunk layer (cached, streamed).
+  auto plan_layer = [&](const LayerWeights& lw, const std::string& n, bool resident_experts) {
     if (!plan_vector(L, lw.attn_norm, hp.n_embd) || !plan_vector(L, lw.ffn_norm, hp.n_embd) ||
         !plan_vector(L, lw.q_norm, hp.head_dim_k) || !plan_vector(L, lw.k_norm, hp.head_dim_k))
       return false;
@@ -104,7 +104,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
       if (!plan_matrix(L, *m, 1, 0, error, (n + name).c_str(), policy)) return false;
     for (auto [e, name] : {std::pair{&lw.gate_exps, ".ffn_gate_exps"}, {&lw.up_exps, ".ffn_up_exps"},
                            {&lw.down_exps, ".ffn_down_exps"}}) {
-      if (!L.hybrid) {
+      if (resident_experts) {
         if (!plan_matrix(L, e->first, e->n_expert, e->expert_bytes, error, (n + name).c_str(), policy)) return false;
       } else if (e->first.data && !matrix_type_supported(e->first.type)) {
         // Cache fills, streamed prefill and the GPU's reads of host experts
@@ -123,6 +123,25 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
       *error = "CUDA decoder: " + n + " has a router but its experts are not bound";
       return false;
     }
+    return true;
+  };
+  for (size_t l = 0; l < w.layers.size(); ++l)
+    if (!plan_layer(w.layers[l], "blk." + std::to_string(l), !L.hybrid)) return false;
+  // The MTP block: all of it on the device (its experts too, in any placement).
+  if (o.nextn) {
+    if (hp.n_nextn < 1 || w.nextn.empty()) {
+      *error = "CUDA decoder: an MTP block asked for, but the model has none";
+      return false;
+    }
+    const NextnWeights& m = w.nextn[0];
+    const std::string n = "blk." + std::to_string(hp.n_layer) + ".nextn";
+    if (!plan_layer(m.block, "blk." + std::to_string(hp.n_layer), true) ||
+        !plan_matrix(L, m.eh_proj, 1, 0, error, (n + ".eh_proj").c_str(), policy) ||
+        !plan_matrix(L, m.embed, 1, 0, error, (n + ".embed_tokens").c_str(), policy) ||
+        !plan_matrix(L, m.head, 1, 0, error, (n + ".shared_head_head").c_str(), policy) ||
+        !plan_vector(L, m.enorm, hp.n_embd) || !plan_vector(L, m.hnorm, hp.n_embd) ||
+        !plan_vector(L, m.shared_head_norm, hp.n_embd))
+      return false;
   }
   size_t off = 0;
   for (Upload& u : L.uploads) {
@@ -179,7 +198,9 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   L.n_ff_max = std::max({hp.n_ff, hp.n_ff_exp, hp.n_ff_shexp});
   L.q_dim = hp.n_head * hp.head_dim_k;
   L.kv_dim = hp.n_head_kv * hp.head_dim_k;
-  L.widest = static_cast<int>(align_up(static_cast<size_t>(std::max({hp.n_embd, L.q_dim, L.n_ff_max})), 32));
+  // (The MTP block's eh_proj reads rows of 2 n_embd.)
+  const int widest_in = std::max({hp.n_embd * (o.nextn ? 2 : 1), L.q_dim, L.n_ff_max});
+  L.widest = static_cast<int>(align_up(static_cast<size_t>(widest_in), 32));
   L.act_rows = L.T * L.K;
   L.logits_rows = std::min(L.T, 32);
   L.max_tiles = hp.n_expert > 0 ? moe_max_tiles(L.T, L.K, hp.n_expert) : 1;
@@ -192,6 +213,11 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
     L.kv_rows[l] = sliding_kv_rows(window, o.n_ctx, o.max_tokens, std::max(0, o.sliding_history));
     L.kv_offset[l] = kv_elems;
     kv_elems += 2 * static_cast<size_t>(L.kv_rows[l]) * L.kv_dim;
+  }
+  if (o.nextn) {  // the MTP block's own n_ctx rows, after the trunk's
+    L.kv_rows.push_back(o.n_ctx);
+    L.kv_offset.push_back(kv_elems);
+    kv_elems += 2 * static_cast<size_t>(o.n_ctx) * L.kv_dim;
   }
   L.kv_bytes = kv_elems * 2;
 
@@ -206,6 +232,7 @@ bool plan(const ModelHparams& hp, const ModelWeights& w, const CudaDecoderOption
   f += static_cast<size_t>(L.logits_rows) * hp.n_vocab;   // logits
   f += T * std::max(2, hp.rope.n_rot);                    // rope cos/sin
   f += attention_decode_workspace_floats(hp.n_head, hp.head_dim_k, o.n_ctx);
+  if (o.nextn) f += (T + 2) * hp.n_embd + 2 * T * hp.n_embd + 1 + 4 * 64;  // h table + step row, eh_proj input, p_top1 (+ their alignment)
   size_t bytes = f * 4 + 64 * 256;                        // + alignment slack
   bytes += static_cast<size_t>(L.act_rows) * L.widest;                 // q8 quants
   bytes += static_cast<size_t>(L.act_rows) * (L.widest / 32) * 4;      // q8 scales

@@ -19,7 +19,7 @@
 
 namespace guild::gpu {
 
-inline constexpr uint32_t kBackendAbi = 6;
+inline constexpr uint32_t kBackendAbi = 7;
 inline constexpr const char* kBackendSymbol = "guild_gpu_backend_v1";
 
 struct DeviceInfo {
@@ -76,6 +76,12 @@ struct DecoderOptions {
   // max_tokens, sliding_history) rows (models/recipe.h): positions up to this
   // many before the last one written stay resumable (Decoder::resume_point).
   int sliding_history = 2048;
+  // The MTP ("nextn") block ModelWeights::nextn[0] on the device beside the
+  // trunk, its steps nextn_layer (ModelRecipe::executor_nextn): its weights
+  // and experts all resident, its own KV, and the trunk's h rows kept for it
+  // (Decoder::nextn_*). Off: no drafter on the GPU.
+  bool nextn = false;
+  ExecutorLayer nextn_layer;
   CpuExperts cpu;
   bool stream_prefill = true;
   int stream_min_tokens = 32;
@@ -164,6 +170,22 @@ class Decoder {
   virtual int n_ctx() const = 0;
   virtual int max_tokens() const = 0;
   virtual const DecoderMemory& memory() const = 0;
+
+  // The MTP block (DecoderOptions::nextn; runtime/mtp_drafter.h has the
+  // protocol). The device keeps an h table of 1 + max_tokens rows: row 0
+  // the held h, rows 1.. each forward's h rows (output_norm of every row's
+  // final residual), and a step row (the block's output after
+  // shared_head_norm of the last nextn_step).
+  virtual bool has_nextn() const = 0;
+  // The block over n rows at pos0..: row i is (tokens[i], h table row
+  // h_row + i); only its KV is kept.
+  virtual bool nextn_feed(const int32_t* tokens, int h_row, int n, int pos0, std::string* error) = 0;
+  // h table row 0 = row `row` (row < 0: zeros).
+  virtual bool nextn_hold(int row, std::string* error) = 0;
+  // One draft row at pos: (token, h table row 0, or the step row when
+  // from_step); the head's argmax (lowest id on ties) and its softmax
+  // probability; the step row becomes the block's output.
+  virtual bool nextn_step(int32_t token, bool from_step, int pos, int32_t* top1, float* p_top1, std::string* error) = 0;
 };
 
 // What a GPU package exports (kBackendSymbol returns a pointer to it).

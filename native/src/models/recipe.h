@@ -86,6 +86,9 @@ struct ModelRecipe {
   std::string gpu_gap() const;
   // The trunk layers as ExecutorLayer (empty when gpu_gap() names a gap).
   std::vector<ExecutorLayer> executor_layers() const;
+  // The first MTP block as an ExecutorLayer, when there is one of the
+  // standard shape (false otherwise).
+  bool executor_nextn(ExecutorLayer* out) const;
   // Per trunk layer, its attention's sliding window (0: full attention): how
   // many KV rows the layer needs (runtime/kv_cache.h).
   std::vector<int> attention_windows() const;

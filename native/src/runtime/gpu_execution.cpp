@@ -76,6 +76,8 @@ bool GpuExecution::build_decoder(const std::vector<int>& slots, std::string* err
   o.gemm_direct = tune.gemm_direct;
   o.expert_cache_slots = slots;
   o.layers = opt_.layers;
+  o.nextn = opt_.nextn;
+  o.nextn_layer = opt_.nextn_layer;
   o.sliding_history = kSlidingHistory;
   o.cpu = gpu::CpuExperts{cpu_.get(), &CpuExpertRunner::run_trampoline};
   o.stream_prefill = opt_.stream_prefill;
@@ -113,6 +115,8 @@ bool GpuExecution::plan_budget(const gpu::BackendV1& backend, const ModelHparams
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
   all.layers = o.layers;
+  all.nextn = o.nextn;
+  all.nextn_layer = o.nextn_layer;
   all.sliding_history = kSlidingHistory;
   gpu::DecoderMemory m_all, m_dense;
   if (!backend.estimate(hp, w, all, &m_all, error)) return false;
@@ -172,6 +176,8 @@ std::unique_ptr<GpuExecution> GpuExecution::create(const gpu::BackendV1& backend
   all.n_ctx = o.n_ctx;
   all.max_tokens = o.max_tokens;
   all.layers = o.layers;
+  all.nextn = o.nextn;
+  all.nextn_layer = o.nextn_layer;
   all.sliding_history = kSlidingHistory;
   g->expert_bytes_.assign(hp.n_layer, 0);
   for (int l = 0; l < hp.n_layer; ++l) g->expert_bytes_[l] = g->backend_->expert_cache_bytes(hp, w, l);

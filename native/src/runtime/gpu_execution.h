@@ -42,6 +42,10 @@ struct GpuLoadOptions {
   // The layers' step parameters (ModelRecipe::executor_layers; empty: the
   // standard layer), for the decoder and the CPU expert runner alike.
   std::vector<ExecutorLayer> layers;
+  // The MTP block on the device too (ModelRecipe::executor_nextn): a GPU
+  // session's drafter (runtime/mtp_drafter.h).
+  bool nextn = false;
+  ExecutorLayer nextn_layer;
 };
 inline constexpr int64_t kGpuReserveBytes = int64_t{1} << 30;
 

@@ -562,6 +562,8 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
         go.peer_budget_bytes = options.gpu_peer_budget_bytes;
         go.peer_stand_in = options.gpu_peer_stand_in;
         go.layers = m->recipe_.executor_layers();
+        // The MTP block drafts on the device beside the trunk.
+        go.nextn = m->hp_.n_nextn > 0 && !m->weights_.nextn.empty() && m->recipe_.executor_nextn(&go.nextn_layer);
         go.pin_cpu = options.pin_threads && !machine.worker_cpus.empty() ? machine.worker_cpus[0] : -1;
         json::Value gd = json::Value::object();
         // A check stops at the budget arithmetic (the device is asked for its

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpu/gpu_backend.h"
 #include "models/decoder_forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/window_costs.h"
@@ -32,8 +33,14 @@ class MtpDrafter {
   // Bytes init() allocates (KV of the block + h rows + one logits row).
   static uint64_t bytes(const ModelHparams& hp, int n_ctx, int max_tokens, KvType kv_type);
   bool init(const ModelHparams& hp, int n_ctx, int max_tokens, KvType kv_type);
+  // A GPU session's drafter: the block, its KV and the h rows live on the
+  // device (gpu::Decoder::nextn_*, which must have the block); the trunk
+  // contexts passed below are not used. A device error stops drafting and
+  // leaves the state to be repaired as after a gap (resume_point()).
+  void init_gpu(const ModelHparams& hp, gpu::Decoder* device);
 
-  // Where the trunk writes a pass's h rows ([max_tokens][n_embd]).
+  // Where the trunk writes a pass's h rows ([max_tokens][n_embd]; CPU only:
+  // a GPU trunk keeps them on the device).
   float* hidden_rows() { return h_.data() + n_embd_; }
 
   // The trunk's history is cut to n_past: forget rows from there on.
@@ -59,7 +66,11 @@ class MtpDrafter {
   DecoderContext context(const DecoderContext& trunk) {
     return DecoderContext{trunk.hp, trunk.w, trunk.recipe, trunk.kernels, trunk.pool, kv_, trunk.s};
   }
-  void hold_h(int pos, const float* row);  // h_pos_ = pos, row 0 of h_ = row
+  void hold_h(int pos, int row);  // h_pos_ = pos, row 0 of the h rows = row `row` (-1: zeros)
+  // The block over rows of the h table from h_row (CPU or device).
+  void run_rows(const DecoderContext& trunk, const int32_t* tokens, int h_row, int n, int pos0);
+
+  gpu::Decoder* device_ = nullptr;  // a GPU session's decoder (its nextn_* block), else null
 
   KvCache kv_;
   int n_embd_ = 0, n_vocab_ = 0;

@@ -70,11 +70,16 @@ std::unique_ptr<GuildSession> GuildSession::create(GuildModel& model, int n_ctx,
                               s->exec_->kv_type, windows, scratch_tokens, shape.sliding_history)) ||
         (!gpu && !s->scratch_.init(hp, scratch_tokens, s->n_ctx_, model.pool().size())))
       throw std::bad_alloc();
-    // The MTP drafter runs the nextn block on the CPU executor; a GPU
-    // session verifies on the device and has none (docs/SPECULATIVE.md).
-    if (!gpu && hp.n_nextn > 0 && !model.weights().nextn.empty() && !model.recipe().nextn.empty()) {
-      s->mtp_ = std::make_unique<MtpDrafter>();
-      if (!s->mtp_->init(hp, s->n_ctx_, scratch_tokens, s->exec_->kv_type)) throw std::bad_alloc();
+    // The MTP drafter runs the nextn block where the trunk runs: on the CPU
+    // executor, or on the device beside a GPU trunk (docs/SPECULATIVE.md).
+    if (hp.n_nextn > 0 && !model.weights().nextn.empty() && !model.recipe().nextn.empty()) {
+      if (!gpu) {
+        s->mtp_ = std::make_unique<MtpDrafter>();
+        if (!s->mtp_->init(hp, s->n_ctx_, scratch_tokens, s->exec_->kv_type)) throw std::bad_alloc();
+      } else if (gpu->decoder().has_nextn()) {
+        s->mtp_ = std::make_unique<MtpDrafter>();
+        s->mtp_->init_gpu(hp, &gpu->decoder());
+      }
     }
     s->logits_.resize(static_cast<size_t>(hp.n_vocab));
     s->window_logits_.resize(static_cast<size_t>(kMaxWindow) * hp.n_vocab);
@@ -108,7 +113,7 @@ bool GuildSession::check_tokens(std::span<const int32_t> tokens, size_t base, st
 }
 
 bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
-                               int32_t* argmax_rows) {
+                               int32_t* argmax_rows, DrafterRows drafter_rows) {
   GpuExecution& g = *model_.gpu();
   // The device KV cache holds one session's history: if it is not ours (or
   // holds less of it), re-run our history first.
@@ -117,12 +122,17 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
   valid = static_cast<size_t>(g.decoder().resume_point(static_cast<int>(valid)));
   const int T = g.max_tokens();
   std::string err;
+  // The device drafter's KV is lost with the trunk's: re-fed with the history it re-runs.
+  const bool feed = mtp_ && drafter_rows == DrafterRows::Feed;
+  if (mtp_ && valid < history_.size()) mtp_->truncate(static_cast<int>(valid));
+  const DecoderContext cpu = cpu_context();  // not read by a GPU drafter
   while (valid < history_.size()) {
     if (poll_cancel && cancel_.load(std::memory_order_relaxed)) return false;
     const int n = static_cast<int>(std::min<size_t>(history_.size() - valid, static_cast<size_t>(T)));
     g.kv_owner = 0;  // a failed pass leaves the cache in no one's hands
     if (!g.forward(history_.data() + valid, n, static_cast<int>(valid), nullptr, false, &err)) return device_failed(err);
     if (model_file_changed()) return false;
+    if (feed) mtp_->feed(cpu, history_.data() + valid, n, static_cast<int>(valid));
     valid += n;
     g.kv_owner = id_;
     g.kv_tokens = valid;
@@ -140,6 +150,7 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
                    &err, argmax_only ? argmax_rows + done : nullptr))
       return device_failed(err);
     if (model_file_changed()) return false;
+    if (feed) mtp_->feed(cpu, tokens.data() + done, n, static_cast<int>(history_.size()));
     history_.insert(history_.end(), tokens.begin() + done, tokens.begin() + done + n);
     g.kv_owner = id_;
     g.kv_tokens = history_.size();
@@ -148,6 +159,10 @@ bool GuildSession::forward_gpu(std::span<const int32_t> tokens, float* all_logit
     done += n;
   }
   return true;
+}
+
+bool GuildSession::hp_has_nextn() const {
+  return model_.hparams().n_nextn > 0 && !model_.weights().nextn.empty();
 }
 
 bool GuildSession::device_failed(const std::string& error) {
@@ -171,7 +186,7 @@ DecoderContext GuildSession::cpu_context() {
 
 bool GuildSession::forward(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel,
                            DrafterRows drafter_rows) {
-  if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel);
+  if (model_.gpu()) return forward_gpu(tokens, all_logits, poll_cancel, nullptr, drafter_rows);
   const DecoderContext ctx = cpu_context();
   float* hidden = mtp_ && drafter_rows != DrafterRows::None ? mtp_->hidden_rows() : nullptr;
   size_t done = 0;
@@ -307,8 +322,8 @@ GenerateResult GuildSession::generate(const GenerateRequest& req) {
       return fail(GenerateError::InvalidArgument, "spec min p must be within [0, 1]");
     if (spec.mode == DraftMode::Mtp && !mtp_)
       return fail(GenerateError::InvalidArgument,
-                  model_.gpu() ? "MTP drafting runs on the CPU executor only; this session decodes on the GPU"
-                               : "the model has no MTP (nextn) block to draft with");
+                  model_.gpu() && hp_has_nextn() ? "the GPU decoder was built without the model's MTP block"
+                                                 : "the model has no MTP (nextn) block to draft with");
   }
   // The MTP block drafts when asked (or by default) and the caller gives no drafter.
   const bool use_mtp = !req.drafter.draft && spec.mode != DraftMode::None && mtp_ && spec.max_window > 1;

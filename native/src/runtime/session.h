@@ -161,7 +161,9 @@ class GuildSession {
   int n_vocab_ = 0;
   // argmax_rows (with all_logits null): every row's first maximum from the
   // device instead of logits (greedy decode: no logits cross to the host).
-  bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel, int32_t* argmax_rows = nullptr);
+  bool forward_gpu(std::span<const int32_t> tokens, float* all_logits, bool poll_cancel, int32_t* argmax_rows = nullptr,
+                   DrafterRows drafter_rows = DrafterRows::None);
+  bool hp_has_nextn() const;
   // Records a device error, marks the model failed (fail-closed); returns false.
   bool device_failed(const std::string& error);
   // True (and file_error_ set) once the model file changed on disk: what
