@@ -718,9 +718,16 @@ GuildModel::StageRun GuildModel::run_stages(const std::string& path, const LoadO
         st.detail.set("kv_bytes_per_session", static_cast<unsigned long long>(kv_bytes));
       }
       st.detail.set("prefill", "batched (up to 512 tokens per pass)");
-      if (!use_gpu && m->hp_.n_nextn > 0 && !m->weights_.nextn.empty()) {
+      ExecutorLayer nextn_steps;
+      const bool has_mtp = m->hp_.n_nextn > 0 && !m->weights_.nextn.empty();
+      if (!use_gpu && has_mtp) {
         st.detail.set("drafter", "mtp: the nextn block drafts on the CPU (its own one-layer KV cache per session)");
         st.detail.set("drafter_bytes_per_session", static_cast<unsigned long long>(need.drafter));
+      } else if (use_gpu && has_mtp &&
+                 (m->gpu_ ? m->gpu_->decoder().has_nextn() : m->recipe_.executor_nextn(&nextn_steps))) {
+        st.detail.set("drafter", "mtp: the nextn block drafts on the GPU beside the trunk (its experts resident, its KV "
+                                 "on the device, in the dense weights and KV of stage 8)");
+        st.detail.set("drafter_bytes_per_session", 0);
       } else {
         st.detail.set("drafter", m->hp_.n_nextn > 0 ? "none (the nextn block drafts on the CPU executor only; T = 1 on the GPU)"
                                                     : "none (the model has no MTP block; speculative window T = 1)");
