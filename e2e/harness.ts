@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { build } from "vite";
 
+import type { MachineProbe } from "../app/main/services/machine-facts.js";
 import { PackageService } from "../app/main/services/package-service.js";
 import { startWebMode, type WebMode } from "../app/main/web/web-mode.js";
 
@@ -53,12 +54,14 @@ export interface Served {
 
 /** `paced: false` serves replies at the model's own speed (specs that never stop a reply midway, and want many of them). */
 /** `rendererDir`: what buildRenderer() returned (default: the app's dist/renderer). */
-export async function serveWebMode(options: { paced?: boolean; rendererDir?: string } = {}): Promise<Served> {
+/** `machine`: the RAM and GPU figures the memory plan sees (default: this machine's). */
+export async function serveWebMode(options: { paced?: boolean; rendererDir?: string; machine?: MachineProbe } = {}): Promise<Served> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "guild-e2e-"));
   const packagesDir = path.join(dataDir, "packages");
   await installBuiltPackages(packagesDir);
   const web = await startWebMode({
     dataDir, packagesDir, port: 0, loadDefaults: { threads: 2 }, web: { rendererDir: options.rendererDir ?? rendererOut },
+    ...(options.machine ? { machine: options.machine } : {}),
     // Test-only: replies come one token at a time with a pause between (the demo model would otherwise
     // finish in tens of milliseconds), so a spec can watch a reply grow and stop it midway, by design.
     ...(options.paced === false ? {} : { runtime: { testPacing: e2ePacing } }),

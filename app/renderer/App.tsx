@@ -21,6 +21,7 @@ import { PreferencesView } from "./settings/PreferencesView.js";
 import { formatRoute, parseRoute } from "./stores/route.js";
 import { applyTheme } from "./stores/settings-slice.js";
 import { connectEvents, useApp, type View } from "./stores/store.js";
+import { client } from "./transport/index.js";
 
 const views: { id: View; label: string; icon: string }[] = [
   { id: "chat", label: "Chat", icon: "❝" }, { id: "models", label: "Models", icon: "▦" }, { id: "server", label: "Server", icon: "⇄" },
@@ -106,6 +107,8 @@ export function App() {
         else window.history.replaceState(null, "", url);
       }
       if (s.view !== prev.view || (s.view === "chat" && s.selectedId !== prev.selectedId && s.selectedId !== null)) focusView(s.view);
+      // Leaving the chat saves its settings form (a value that cannot be saved stays in the form, guarded below).
+      if (prev.view === "chat" && s.view !== "chat" && s.settingsForm !== null) void s.saveSettings();
     });
     const off = connectEvents();
     const s = useApp.getState();
@@ -127,6 +130,16 @@ export function App() {
       off();
     };
   }, []);
+
+  // A browser tab asks before closing over chat settings not saved yet, whichever view is shown
+  // (they stay in the form when the chat view is left; Electron's window closes with the app).
+  const unsavedSettings = useApp((s) => s.settingsForm !== null);
+  useEffect(() => {
+    if (!unsavedSettings || client.transportKind !== "web") return;
+    const onUnload = (e: BeforeUnloadEvent) => { e.preventDefault(); };
+    window.addEventListener("beforeunload", onUnload);
+    return () => window.removeEventListener("beforeunload", onUnload);
+  }, [unsavedSettings]);
 
   const classes = ["app", railCollapsed ? "rail-collapsed" : "", conversationsHidden ? "conversations-hidden" : ""].filter(Boolean).join(" ");
   const nextTheme = themes[(themes.findIndex((t) => t.id === theme) + 1) % themes.length]!;

@@ -38,13 +38,6 @@ export function ChatView() {
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
   }, []);
-  // A browser tab asks before closing over settings that are not saved yet (Electron saves them on blur).
-  useEffect(() => {
-    if (settingsForm === null || client.transportKind !== "web") return;
-    const onUnload = (e: BeforeUnloadEvent) => { e.preventDefault(); };
-    window.addEventListener("beforeunload", onUnload);
-    return () => window.removeEventListener("beforeunload", onUnload);
-  }, [settingsForm]);
 
   const submit = async () => {
     const text = draft.trim();

@@ -76,3 +76,23 @@ describe("MessageView: the reply's stats", () => {
     }
   });
 });
+
+describe("MessageView: a streaming reply", () => {
+  it("renders each part block by block while it streams as the same text renders whole, and once complete as a stored reply", async () => {
+    const { Markdown } = await import("../common/Markdown.js");
+    const { splitReasoning } = await import("../common/reasoning.js");
+    const whole = (text: string, className?: string) => renderToStaticMarkup(createElement(Markdown, className ? { text, className } : { text }));
+    const text = "<think>\nFirst:\n\n- a\n- b\n\n```ts\nlet x = 1;\n\nx++;\n```\n</think>\n\n## Answer\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n$$\nx^2\n\n$$\n\n1. one\n\n2. two\n";
+    for (let n = 1; n <= text.length; n++) {
+      const prefix = text.slice(0, n);
+      const parts = splitReasoning(prefix);
+      const html = reply(prefix, true);
+      if (parts.reasoning !== null) expect(html, prefix).toContain(whole(parts.reasoning, "reasoning-text"));
+      expect(html, prefix).toContain(whole(parts.answer));
+    }
+    // Complete: the stored reply's render, whatever the stream showed.
+    const done = reply(text, false);
+    expect(done).toContain(whole(splitReasoning(text, { complete: true }).answer));
+    expect(body(done)).toMatch(/^<details class="reasoning" data-testid="reasoning"><summary>Reasoning<\/summary><div class="reasoning-text">/);
+  });
+});

@@ -6,7 +6,7 @@ import { memo, useState, type KeyboardEvent } from "react";
 
 import type { Message } from "../../shared/app-contract.js";
 import { copyText } from "../common/clipboard.js";
-import { Markdown } from "../common/Markdown.js";
+import { Markdown, StreamingMarkdown } from "../common/Markdown.js";
 import { draftFiguresText } from "../../shared/speculative-stats.js";
 import { splitReasoning } from "../common/reasoning.js";
 import { useApp } from "../stores/store.js";
@@ -77,18 +77,23 @@ function DraftStats({ stats }: { stats: NonNullable<Message["stats"]> }) {
   );
 }
 
-/** A reply: its reasoning (a `<think>` block or harmony's analysis) collapsed above the answer, open while the model is still thinking. */
+/**
+ * A reply: its reasoning (a `<think>` block or harmony's analysis) collapsed above the answer, open while the model is still thinking.
+ * While it streams, each part renders block by block (StreamingMarkdown: only the open block again per update); once complete, whole,
+ * as a stored reply does.
+ */
 function ReplyBody({ text, streaming }: { text: string; streaming: boolean }) {
   const parts = splitReasoning(text, { complete: !streaming });
+  const Md = streaming ? StreamingMarkdown : Markdown;
   return (
     <>
       {parts.reasoning !== null && (
         <details className="reasoning" open={parts.thinking && streaming} data-testid="reasoning">
           <summary>{parts.thinking && streaming ? "Thinking…" : "Reasoning"}</summary>
-          <Markdown text={parts.reasoning} className="reasoning-text" />
+          <Md text={parts.reasoning} className="reasoning-text" />
         </details>
       )}
-      <Markdown text={parts.answer} />
+      <Md text={parts.answer} />
     </>
   );
 }

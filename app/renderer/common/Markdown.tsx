@@ -6,11 +6,13 @@
 // has the rest of the rules. KaTeX renders each formula into its element with
 // DOM calls (katex.render: styles through CSSOM), not through an HTML parser,
 // so its inline styles pass the CSP (style-src 'self'); its stylesheet and
-// fonts are bundled files (katex.min.css).
+// fonts are bundled files (katex.min.css). A reply still streaming renders
+// through StreamingMarkdown: its settled blocks once each, its open rest as it
+// grows (markdown-blocks.ts), with the same plugins, rules and components.
 import "katex/dist/katex.min.css";
 
 import katex from "katex";
-import { useLayoutEffect, useRef, useState, type ComponentProps, type ReactNode } from "react";
+import { Fragment, memo, useLayoutEffect, useRef, useState, type ComponentProps, type ReactNode } from "react";
 import ReactMarkdown, { type Components } from "react-markdown";
 import rehypeHighlight from "rehype-highlight";
 import rehypeSanitize from "rehype-sanitize";
@@ -18,12 +20,18 @@ import remarkGfm from "remark-gfm";
 import remarkMath from "remark-math";
 
 import { copyText } from "./clipboard.js";
+import { MarkdownBlocks } from "./markdown-blocks.js";
 import { katexOptions, remarkHtmlAsText, safeUrl, sanitizeSchema } from "./markdown-rules.js";
 
 const remarkPlugins = [remarkGfm, remarkMath, remarkHtmlAsText];
+// rehype-highlight's transform, made once: its attacher registers every common grammar
+// (lowlight's createLowlight), and react-markdown runs the attachers on every render. The
+// transform itself keeps no state between trees.
+const highlightCode = rehypeHighlight({ detect: false, plainText: ["math"] });
+const rehypeHighlightOnce = () => highlightCode;
 const rehypePlugins: NonNullable<ComponentProps<typeof ReactMarkdown>["rehypePlugins"]> = [
   [rehypeSanitize, sanitizeSchema],
-  [rehypeHighlight, { detect: false, plainText: ["math"] }],
+  rehypeHighlightOnce,
 ];
 
 interface HastNode { type: string; value?: string; tagName?: string; properties?: Record<string, unknown>; children?: HastNode[] }
@@ -35,7 +43,20 @@ const isMath = (n: HastNode | undefined) => classesOf(n).some((c) => c === "math
 export function MathTex({ tex, display }: { tex: string; display: boolean }) {
   const ref = useRef<HTMLSpanElement>(null);
   useLayoutEffect(() => {
-    if (ref.current) katex.render(tex, ref.current, { ...katexOptions, displayMode: display });
+    const el = ref.current;
+    if (!el) return;
+    try {
+      katex.render(tex, el, { ...katexOptions, displayMode: display, throwOnError: true });
+    } catch (err) {
+      if (!(err instanceof katex.ParseError)) throw err;
+      // What KaTeX shows of a formula it cannot read (throwOnError: false), less the style
+      // attribute it sets on it: the CSP refuses that (style-src 'self') and logs an error.
+      const shown = document.createElement("span");
+      shown.className = "katex-error";
+      shown.title = String(err);
+      shown.textContent = tex;
+      el.replaceChildren(shown);
+    }
   }, [tex, display]);
   return <span ref={ref} className={display ? "math math-display" : "math math-inline"} data-tex={tex} />;
 }
@@ -81,12 +102,45 @@ const components: Components = {
   table: ({ children }) => <div className="md-table"><table>{children}</table></div>,
 };
 
+/** The one pipeline every piece of model output goes through: parse, sanitize, highlight, render. */
+function renderMarkdown(text: string): ReactNode {
+  return (
+    <ReactMarkdown remarkPlugins={remarkPlugins} rehypePlugins={rehypePlugins} components={components} urlTransform={safeUrl}>
+      {text}
+    </ReactMarkdown>
+  );
+}
+
 export function Markdown({ text, className = "markdown" }: { text: string; className?: string }) {
+  return <div className={className}>{renderMarkdown(text)}</div>;
+}
+
+/** A settled block: rendered when it first settles, then never again (its text no longer changes). */
+const MarkdownBlock = memo(function MarkdownBlock({ text }: { text: string }) {
+  return <>{renderMarkdown(text)}</>;
+});
+
+/**
+ * Markdown that is still being written (a streaming reply): the settled blocks
+ * render once each and only the open rest renders again as the text grows. The
+ * blocks sit side by side as the whole text's blocks do (a line break between
+ * two), so the page shows what Markdown would show of the same text; the caller
+ * switches to Markdown once the text is complete (definitions and footnotes join
+ * blocks across the text).
+ */
+export function StreamingMarkdown({ text, className = "markdown" }: { text: string; className?: string }) {
+  const blocks = useRef<MarkdownBlocks | null>(null);
+  blocks.current ??= new MarkdownBlocks();
+  const { settled, open } = blocks.current.update(text);
+  const all = open === "" ? settled : [...settled, open];
   return (
     <div className={className}>
-      <ReactMarkdown remarkPlugins={remarkPlugins} rehypePlugins={rehypePlugins} components={components} urlTransform={safeUrl}>
-        {text}
-      </ReactMarkdown>
+      {all.map((block, i) => (
+        <Fragment key={i}>
+          {i > 0 && "\n"}
+          <MarkdownBlock text={block} />
+        </Fragment>
+      ))}
     </div>
   );
 }

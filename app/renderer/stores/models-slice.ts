@@ -74,9 +74,14 @@ export const createModelsSlice: StateCreator<AppState, [], [], ModelsSlice> = (s
       await get().refreshModels();
     } catch (err) {
       // A cancelled load is reported by its model.state event, as a note.
-      set(message(err) === loadCancelledMessage ? { loadingPath: null } : { modelsError: message(err), loadingPath: null });
-      // Refused for memory: show the file's plan, where "Load anyway" is.
-      if (/needs about .* of RAM/.test(message(err)) && !ignoreMemory) await get().inspectModel(path, settings);
+      const why = message(err);
+      set(why === loadCancelledMessage ? { loadingPath: null } : { modelsError: why, loadingPath: null });
+      // Refused for memory: show the file's plan, where "Load anyway" is, and keep saying why
+      // (the inspect clears the page's error; only its own failure may replace the refusal).
+      if (/needs about .* of RAM/.test(why) && !ignoreMemory) {
+        await get().inspectModel(path, settings);
+        if (get().modelsError === null) set({ modelsError: why });
+      }
     }
   },
   cancelLoad: async () => {

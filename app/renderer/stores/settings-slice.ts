@@ -69,7 +69,12 @@ export const createSettingsSlice: StateCreator<AppState, [], [], SettingsSlice> 
     }
   },
   onSettingsChanged: (s) => {
+    const before = get().appSettings?.modelsDir;
     applyTheme(s.theme);
     set({ appSettings: s, theme: s.theme });
+    // The open Hub repository's "in the library" marks were taken in the folder of their
+    // listing: another models folder lists them again (hub-slice.ts).
+    const repo = get().repoFiles?.repo;
+    if (repo && before !== undefined && before !== s.modelsDir) void get().openRepo(repo);
   },
 });
