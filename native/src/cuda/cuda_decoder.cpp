@@ -170,6 +170,28 @@ int CudaDecoder::resume_point(int n_reuse) const {
 
 // Layer kv_slot's device form (the trunk's layers, then the MTP block at
 // n_layer): weights, step tensors, expert cache or resident stacks, KV.
+bool CudaDecoder::Impl::tokens_in_vocab(const int32_t* tokens, int n, std::string* error) const {
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= hp.n_vocab) {
+      *error = "CUDA decoder: token id " + std::to_string(tokens[i]) + " out of range";
+      return false;
+    }
+  return true;
+}
+
+bool CudaDecoder::Impl::stage_inputs(const int32_t* tokens, int n, int pos0, std::string* error) {
+  int32_t* h_tokens = h_pinned;
+  int32_t* h_pos0 = h_pinned + L.T;
+  std::memcpy(h_tokens, tokens, static_cast<size_t>(n) * sizeof(int32_t));
+  *h_pos0 = pos0;
+  cudaError_t e = cudaMemcpyAsync(d_tokens, h_tokens, static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d_pos0, h_pos0, 4, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) return true;
+  *error = "CUDA decoder: " + cuda_msg("cudaMemcpyAsync (inputs)", e);
+  cudaGetLastError();
+  return false;
+}
+
 bool CudaDecoder::Impl::build_layer(const LayerWeights& lw, int kv_slot, const ExecutorLayer& steps, Layer* out,
                                     std::string* error) {
   Impl& I = *this;
@@ -523,31 +545,23 @@ bool CudaDecoder::forward(const int32_t* tokens, int n, int pos0, float* logits_
              std::to_string(L.T) + " tokens, context " + std::to_string(I.opt.n_ctx) + ")";
     return false;
   }
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= I.hp.n_vocab) {
-      *error = "CUDA decoder: token id " + std::to_string(tokens[i]) + " out of range";
-      return false;
-    }
-  }
+  if (!I.tokens_in_vocab(tokens, n, error)) return false;
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
-  int32_t* h_tokens = I.h_pinned;
-  int32_t* h_pos0 = I.h_pinned + L.T;
   int32_t* h_argmax = I.h_pinned + L.T + 1;
   // The sliding-window rings' high-water mark (resume_point): a pass from 0
   // starts over, any other extends it.
   I.kv_high = pos0 == 0 ? pos0 + n : std::max(I.kv_high, pos0 + n);
-  std::memcpy(h_tokens, tokens, static_cast<size_t>(n) * sizeof(int32_t));
-  *h_pos0 = pos0;
   auto failed = [&](const std::string& msg) {
     *error = "CUDA decoder: " + msg;
     cudaStreamSynchronize(I.stream);
     cudaGetLastError();
     return false;
   };
-  if ((e = cudaMemcpyAsync(I.d_tokens, h_tokens, static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice, I.stream)) != cudaSuccess ||
-      (e = cudaMemcpyAsync(I.d_pos0, h_pos0, 4, cudaMemcpyHostToDevice, I.stream)) != cudaSuccess)
-    return failed(cuda_msg("cudaMemcpyAsync (inputs)", e));
+  if (!I.stage_inputs(tokens, n, pos0, error)) {
+    cudaStreamSynchronize(I.stream);
+    return false;
+  }
 
   const int first = all_rows ? 0 : n - 1;
   const int rows = n - first;

@@ -232,6 +232,11 @@ struct CudaDecoder::Impl {
   // ---- lifetime and weight views (cuda_decoder.cpp) ----
   ~Impl();
   bool build_layer(const LayerWeights& lw, int kv_slot, const ExecutorLayer& steps, Layer* out, std::string* error);
+  // Every id within the vocabulary (else false and a one-line *error).
+  bool tokens_in_vocab(const int32_t* tokens, int n, std::string* error) const;
+  // A pass's tokens and first position to d_tokens / d_pos0 (through pinned
+  // memory, ordered on the stream).
+  bool stage_inputs(const int32_t* tokens, int n, int pos0, std::string* error);
   DevMatrix dev_matrix(const QMatrix& m, int64_t n_expert) const;
   const float* dev_vector(const float* v) const;
 

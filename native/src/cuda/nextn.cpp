@@ -42,19 +42,6 @@ bool CudaDecoder::has_nextn() const { return impl_->nextn.on; }
 
 namespace {
 
-// Tokens and the first position to the device (pinned staging; the stream orders the copies).
-bool stage_inputs(CudaDecoder::Impl& I, const int32_t* tokens, int n, int pos0, std::string* error) {
-  int32_t* h_tokens = I.h_pinned;
-  int32_t* h_pos0 = I.h_pinned + I.L.T;
-  std::memcpy(h_tokens, tokens, static_cast<size_t>(n) * sizeof(int32_t));
-  *h_pos0 = pos0;
-  cudaError_t e = cudaMemcpyAsync(I.d_tokens, h_tokens, static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice, I.stream);
-  if (e == cudaSuccess) e = cudaMemcpyAsync(I.d_pos0, h_pos0, 4, cudaMemcpyHostToDevice, I.stream);
-  if (e == cudaSuccess) return true;
-  *error = "CUDA decoder: " + cuda_msg("cudaMemcpyAsync (MTP inputs)", e);
-  return false;
-}
-
 bool check_rows(const CudaDecoder::Impl& I, const int32_t* tokens, int n, int pos0, std::string* error) {
   if (!I.nextn.on) {
     *error = "CUDA decoder: the decoder has no MTP block (DecoderOptions::nextn)";
@@ -64,12 +51,7 @@ bool check_rows(const CudaDecoder::Impl& I, const int32_t* tokens, int n, int po
     *error = "CUDA decoder: bad MTP rows (n=" + std::to_string(n) + ", pos0=" + std::to_string(pos0) + ")";
     return false;
   }
-  for (int i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= I.hp.n_vocab) {
-      *error = "CUDA decoder: token id " + std::to_string(tokens[i]) + " out of range";
-      return false;
-    }
-  return true;
+  return I.tokens_in_vocab(tokens, n, error);
 }
 
 bool finish(CudaDecoder::Impl& I, bool ok, std::string* error) {
@@ -92,7 +74,7 @@ bool CudaDecoder::nextn_feed(const int32_t* tokens, int h_row, int n, int pos0, 
   }
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
-  if (!stage_inputs(I, tokens, n, pos0, error)) return false;
+  if (!I.stage_inputs(tokens, n, pos0, error)) return false;
   I.decode_range = I.decode_range_of(pos0);
   return finish(I, I.enqueue_nextn(I.nextn.h_table + static_cast<int64_t>(h_row) * I.hp.n_embd, n, false), error);
 }
@@ -120,7 +102,7 @@ bool CudaDecoder::nextn_step(int32_t token, bool from_step, int pos, int32_t* to
   if (!check_rows(I, &token, 1, pos, error)) return false;
   cudaError_t e = cudaSetDevice(I.opt.device);
   if (e != cudaSuccess) { *error = cuda_msg("cudaSetDevice", e); return false; }
-  if (!stage_inputs(I, &token, 1, pos, error)) return false;
+  if (!I.stage_inputs(&token, 1, pos, error)) return false;
   I.decode_range = I.decode_range_of(pos);
   int32_t* out = I.h_pinned + 2 * I.L.T + 2;  // [argmax][p bits]
   bool ok = I.enqueue_nextn(from_step ? I.nextn.h_step : I.nextn.h_table, 1, true);
